@@ -1,0 +1,145 @@
+"""Data-directory resolution and strict readers for benchmark files.
+
+Every reader reports malformed input with the file, the line and the field at fault, and a
+missing file with the list of files the loader needs plus the official source to fetch them from.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Protocol, Sequence
+
+from .types import Benchmark
+
+
+class DataError(ValueError):
+    """Malformed benchmark input: names the file, line and problem."""
+
+    def __init__(self, path: Path | str, line: int | None, problem: str):
+        self.path, self.line, self.problem = str(path), line, problem
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
+
+
+class MissingDataError(FileNotFoundError):
+    """A benchmark's files are absent; says which, where they were looked for, and the source."""
+
+    def __init__(self, benchmark: str, root: Path, missing: Sequence[str], source: str):
+        self.benchmark, self.root, self.missing, self.source = benchmark, root, list(missing), source
+        files = "\n".join(f"  - {root / m}" for m in missing)
+        super().__init__(
+            f"benchmark {benchmark!r}: required files are missing:\n{files}\n"
+            f"Official source: {source}\n"
+            "Put the files there, or point --data-dir / BEYONDSIM_DATA at a folder that has them."
+        )
+
+
+def default_data_dir(explicit: str | Path | None = None) -> Path:
+    """``--data-dir``, else ``BEYONDSIM_DATA``, else ``../shared/data`` when present, else ``./data``."""
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    env = os.environ.get("BEYONDSIM_DATA")
+    if env:
+        return Path(env).expanduser().resolve()
+    for base in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        cand = base.parent / "shared" / "data"
+        if cand.is_dir():
+            return cand.resolve()
+    return (Path.cwd() / "data").resolve()
+
+
+def require_files(benchmark: str, root: Path, files: Sequence[str], source: str) -> None:
+    missing = [f for f in files if not (root / f).exists()]
+    if missing:
+        raise MissingDataError(benchmark, root, missing, source)
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)``; blank lines are skipped, anything else must be a JSON object."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise DataError(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+
+
+def get_field(obj: dict[str, Any], names: str | Sequence[str], path: Path, line: int | None,
+              kind: type | tuple[type, ...] = str, default: Any = ...) -> Any:
+    """The first present key of ``names``; a missing or mistyped field raises ``DataError``."""
+    keys = [names] if isinstance(names, str) else list(names)
+    for k in keys:
+        if k in obj:
+            v = obj[k]
+            if kind is str and isinstance(v, (int,)) and not isinstance(v, bool):
+                v = str(v)  # numeric ids are common in BEIR files
+            if not isinstance(v, kind):
+                want = kind.__name__ if isinstance(kind, type) else "/".join(t.__name__ for t in kind)
+                raise DataError(path, line, f"field {k!r} must be {want}, got {type(v).__name__}")
+            return v
+    if default is not ...:
+        return default
+    raise DataError(path, line, f"missing field {' or '.join(repr(k) for k in keys)}")
+
+
+def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
+    """BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with an optional header line.
+    Also accepts the 4-column TREC form ``qid 0 docid rel``."""
+    with open(path, encoding="utf-8", newline="") as f:
+        for lineno, row in enumerate(csv.reader(f, delimiter="\t"), 1):
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) == 1:
+                row = row[0].split()
+            if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
+                continue
+            if len(row) == 4:
+                row = [row[0], row[2], row[3]]
+            if len(row) != 3:
+                raise DataError(path, lineno, f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(row)}")
+            qid, did, score = (c.strip() for c in row)
+            try:
+                rel = int(float(score))
+            except ValueError:
+                raise DataError(path, lineno, f"field 'score' is not a number: {score!r}") from None
+            yield lineno, qid, did, rel
+
+
+@dataclass
+class DatasetInfo:
+    """What ``beyondsim data status`` and error messages say about a benchmark."""
+
+    name: str
+    task: str
+    description: str
+    source: str
+    license: str
+    files: list[str] = field(default_factory=list)
+    subdir: str = ""
+
+
+class BenchmarkLoader(Protocol):
+    """What a benchmark entry point provides (a class)."""
+
+    @classmethod
+    def info(cls, name: str) -> DatasetInfo: ...
+
+    @classmethod
+    def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark: ...

@@ -1,0 +1,69 @@
+"""The retriever protocols and the context every retriever receives (DESIGN.md §4).
+
+A retriever never opens its own HTTP client, reads keys from the environment or times itself:
+``RunContext`` hands out the shared LLM client, the encoder pool with its embedding cache, the
+cost/time ledger and a progress reporter, so accounting is uniform and cannot be skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
+
+from .types import Benchmark, Corpus, Query, Run
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .encoders import EncoderPool
+    from .ledger import Ledger
+
+
+class Progress(Protocol):
+    def track(self, total: int, description: str) -> contextlib.AbstractContextManager[Callable[[int], None]]: ...
+
+
+class NullProgress:
+    """A progress reporter that reports nothing (tests, library use)."""
+
+    @contextlib.contextmanager
+    def track(self, total: int, description: str) -> Iterator[Callable[[int], None]]:
+        yield lambda n=1: None
+
+
+@dataclass
+class RunContext:
+    seed: int = 0
+    device: str = "cpu"
+    ledger: "Ledger | None" = None
+    encoders: "EncoderPool | None" = None
+    llm: Any = None
+    progress: Progress = field(default_factory=NullProgress)
+    cache_dir: Path = field(default_factory=lambda: Path(".beyondsim/cache"))
+    benchmark_name: str = ""
+
+    def scratch(self, *parts: str) -> Path:
+        p = self.cache_dir.joinpath(*parts)
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    def index(self, corpus: Corpus, ctx: RunContext) -> None: ...
+
+    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run: ...
+
+
+@runtime_checkable
+class Trainable(Protocol):
+    def fit(self, benchmark: Benchmark, ctx: RunContext) -> None: ...
+
+
+def missing_protocol_members(cls: type) -> list[str]:
+    """Names a retriever class lacks, for a clear message before any work starts."""
+    missing = []
+    for name in ("index", "search"):
+        if not callable(getattr(cls, name, None)):
+            missing.append(f"{name}(...)")
+    return missing

@@ -1,0 +1,255 @@
+"""Registry of retrievers, benchmarks and suites.
+
+The harness never imports a concrete retriever or benchmark. It finds them through entry points
+(groups ``beyondsim.retrievers``, ``beyondsim.benchmarks``, ``beyondsim.suites``), which our own
+packages use too, through classes registered in-process with :func:`register`, or through an
+explicit ``module:Class`` spec that the user names.
+
+Retrievers declare their parameters as a frozen dataclass; unknown keys fail loudly and the spec
+hash (name + canonical JSON of every parameter, defaults included) is stable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+RETRIEVER_GROUP = "beyondsim.retrievers"
+BENCHMARK_GROUP = "beyondsim.benchmarks"
+SUITE_GROUP = "beyondsim.suites"
+FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
+
+_retrievers: dict[str, type] = {}
+_benchmarks: dict[str, type] = {}
+
+
+class RegistryError(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """Parameters of a retriever that takes none."""
+
+
+def register(name: str, params: type | None = None) -> Callable[[type], type]:
+    """Class decorator: ``@register("coder-union", params=CoderParams)``."""
+
+    def deco(cls: type) -> type:
+        p = params or getattr(cls, "Params", None) or NoParams
+        if not dataclasses.is_dataclass(p):
+            raise TypeError(f"{cls.__name__}: params must be a dataclass, got {p!r}")
+        cls.Params = p
+        cls.retriever_name = name
+        _retrievers[name] = cls
+        return cls
+
+    return deco
+
+
+def register_benchmark(name: str) -> Callable[[type], type]:
+    def deco(cls: type) -> type:
+        cls.benchmark_name = name
+        _benchmarks[name] = cls
+        return cls
+
+    return deco
+
+
+def _entry_points(group: str) -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
+def _import_object(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise RegistryError(f"cannot import module {module!r} from spec {spec!r}: {e}") from e
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise RegistryError(f"module {module!r} has no attribute {attr!r} (spec {spec!r})") from None
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrievers
+
+
+def retriever_names() -> list[str]:
+    return sorted(set(_retrievers) | set(_entry_points(RETRIEVER_GROUP)))
+
+
+def get_retriever_class(name: str) -> type:
+    """Resolve a retriever by registered name, entry point name, or explicit ``module:Class``."""
+    if name in _retrievers:
+        return _retrievers[name]
+    eps = _entry_points(RETRIEVER_GROUP)
+    if name in eps:
+        try:
+            cls = eps[name].load()
+        except Exception as e:  # noqa: BLE001 - surface any import failure with its origin
+            raise RegistryError(f"retriever {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+        _retrievers.setdefault(name, cls)
+        return cls
+    if ":" in name:
+        cls = _import_object(name)
+        if not isinstance(cls, type):
+            raise RegistryError(f"{name!r} is not a class")
+        return cls
+    raise RegistryError(
+        f"unknown retriever {name!r}. Known: {', '.join(retriever_names()) or '(none)'}; "
+        "or give a class as 'module:Class'."
+    )
+
+
+def params_class(cls: type) -> type:
+    return getattr(cls, "Params", None) or NoParams
+
+
+def coerce_value(field_type: Any, value: Any, where: str) -> Any:
+    """Convert a CLI string to the dataclass field's type (TOML/JSON values pass through)."""
+    if not isinstance(value, str):
+        return value
+    t = field_type if isinstance(field_type, str) else getattr(field_type, "__name__", str(field_type))
+    t = t.replace(" ", "")
+    try:
+        if t in ("bool",):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"not a boolean: {value!r}")
+        if t in ("int",):
+            return int(value)
+        if t in ("float",):
+            return float(value)
+        if t.startswith(("int|None", "float|None", "Optional[int]", "Optional[float]")):
+            if value.lower() in ("none", "null", ""):
+                return None
+            return float(value) if "float" in t else int(value)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return value
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """A retriever name plus fully resolved parameters; hashed for result keys."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def display(self) -> str:
+        return self.label or self.name
+
+    def canonical(self) -> str:
+        return json.dumps({"retriever": self.name, "params": dict(self.params)}, sort_keys=True, default=str)
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+
+def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "") -> RetrieverSpec:
+    """Validate ``params`` against the retriever's dataclass and fill in defaults."""
+    cls = get_retriever_class(name)
+    pcls = params_class(cls)
+    fields = {f.name: f for f in dataclasses.fields(pcls)}
+    given = dict(params or {})
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"retriever {name!r}: unknown parameter(s) {', '.join(unknown)}; "
+            f"accepted: {', '.join(fields) or '(none)'}"
+        )
+    coerced = {k: coerce_value(fields[k].type, v, f"{name}.{k}") for k, v in given.items()}
+    try:
+        p = pcls(**coerced)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"retriever {name!r}: bad parameters: {e}") from e
+    return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
+
+
+def instantiate(spec: RetrieverSpec) -> Any:
+    cls = get_retriever_class(spec.name)
+    pcls = params_class(cls)
+    if pcls is NoParams and not hasattr(cls, "retriever_name"):
+        return cls()
+    return cls(pcls(**spec.params))
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmarks
+
+
+def benchmark_names() -> list[str]:
+    names = set(_benchmarks) | set(_entry_points(BENCHMARK_GROUP))
+    names.discard(FOLDER_LOADER)
+    return sorted(names)
+
+
+def _load_benchmark_ep(name: str) -> type:
+    eps = _entry_points(BENCHMARK_GROUP)
+    try:
+        return eps[name].load()
+    except Exception as e:  # noqa: BLE001
+        raise RegistryError(f"benchmark {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+
+
+def looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name and Path(name).expanduser().exists()
+
+
+def get_benchmark_loader(name: str) -> tuple[type, str]:
+    """Return ``(loader class, name)``. A path to a folder uses the ``folder`` loader;
+    ``family/x`` falls back to a ``family/*`` entry point."""
+    if name in _benchmarks:
+        return _benchmarks[name], name
+    eps = _entry_points(BENCHMARK_GROUP)
+    if name in eps and name != FOLDER_LOADER:
+        return _load_benchmark_ep(name), name
+    if looks_like_path(name):
+        if FOLDER_LOADER not in eps:
+            raise RegistryError("no benchmark loader for folders is installed (entry point 'folder')")
+        return _load_benchmark_ep(FOLDER_LOADER), name
+    family = name.split("/", 1)[0] + "/*"
+    if "/" in name and family in eps:
+        return _load_benchmark_ep(family), name
+    raise RegistryError(
+        f"unknown benchmark {name!r}. Known: {', '.join(benchmark_names())}; "
+        "or give the path of a BEIR-format folder."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Suites
+
+
+def suites() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for ep in _entry_points(SUITE_GROUP).values():
+        try:
+            table = ep.load()
+        except Exception as e:  # noqa: BLE001
+            raise RegistryError(f"suite entry point {ep.value!r} failed to load: {e}") from e
+        out.update(table)
+    return out
+
+
+def get_suite(name: str) -> dict[str, Any]:
+    table = suites()
+    if name not in table:
+        raise RegistryError(f"unknown suite {name!r}. Known: {', '.join(sorted(table))}")
+    return table[name]

@@ -1,0 +1,234 @@
+"""Core data types shared by every part of beyondsim.
+
+Conventions (see DESIGN.md §3):
+
+* ``Corpus`` keeps documents in a fixed order; that order is the row order of every embedding
+  matrix built from it.
+* ``Judgments.relevance`` is in pytrec_eval's format, graded 2 = satisfying, 1 = topical/neutral,
+  0 = violating (binary datasets use 1). ``Judgments.violating`` lists violating documents per
+  query; a document may violate one query and satisfy another.
+* A ``Run`` maps query ids to ranked lists of ``(doc_id, score)``; list order is the ranking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Sequence
+
+TASKS = ("constraint", "topical", "completeness")
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+    title: str = ""
+
+    @property
+    def full_text(self) -> str:
+        """Title and body as one string (what encoders and BM25 index)."""
+        return f"{self.title}. {self.text}" if self.title else self.text
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    meta: Mapping[str, object] = field(default_factory=dict)
+
+
+class Corpus:
+    """Ordered documents with an id → row map."""
+
+    def __init__(self, documents: Iterable[Document]):
+        self._docs: list[Document] = list(documents)
+        self._row: dict[str, int] = {}
+        for i, d in enumerate(self._docs):
+            if d.id in self._row:
+                raise ValueError(f"duplicate document id {d.id!r} in corpus")
+            self._row[d.id] = i
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self._docs)
+
+    def __getitem__(self, i: int) -> Document:
+        return self._docs[i]
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._row
+
+    def row(self, doc_id: str) -> int:
+        return self._row[doc_id]
+
+    def get(self, doc_id: str) -> Document:
+        return self._docs[self._row[doc_id]]
+
+    @property
+    def ids(self) -> list[str]:
+        return [d.id for d in self._docs]
+
+    def texts(self) -> list[str]:
+        return [d.full_text for d in self._docs]
+
+
+@dataclass
+class Judgments:
+    """Graded relevance (pytrec_eval format) plus violating sets."""
+
+    relevance: dict[str, dict[str, int]]
+    violating: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def query_ids(self) -> list[str]:
+        return list(self.relevance)
+
+    def relevant(self, qid: str, threshold: int = 1) -> set[str]:
+        return {d for d, r in self.relevance.get(qid, {}).items() if r >= threshold}
+
+    def n_judged_pairs(self) -> int:
+        return sum(len(v) for v in self.relevance.values())
+
+    def n_violating_pairs(self) -> int:
+        return sum(len(v) for v in self.violating.values())
+
+
+@dataclass(frozen=True)
+class Pair:
+    """NevIR-style pair: d1 satisfies q1 and violates q2; d2 the other way round."""
+
+    q1: str
+    d1: str
+    q2: str
+    d2: str
+    id: str = ""
+
+
+@dataclass
+class Benchmark:
+    name: str
+    version: str
+    corpus: Corpus
+    queries: list[Query]
+    judgments: Judgments
+    task: str
+    default_measures: tuple[str, ...]
+    splits: dict[str, list[str]] = field(default_factory=dict)
+    pairs: list[Pair] | None = None
+    relevance_threshold: int = 1
+    description: str = ""
+    source: str = ""
+    license: str = ""
+    notes: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"benchmark {self.name}: task must be one of {TASKS}, got {self.task!r}")
+
+    @property
+    def eval_queries(self) -> list[Query]:
+        """Queries that carry judgments: the ones a run is scored on."""
+        judged = self.judgments.relevance
+        return [q for q in self.queries if q.id in judged]
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "queries": len(self.queries),
+            "judged_queries": len(self.eval_queries),
+            "documents": len(self.corpus),
+            "judged_pairs": self.judgments.n_judged_pairs(),
+            "violating_pairs": self.judgments.n_violating_pairs(),
+            "pairs": len(self.pairs or []),
+        }
+
+
+class RunError(ValueError):
+    pass
+
+
+class Run(dict):
+    """``dict[qid, list[(docid, score)]]`` — the list order is the ranking.
+
+    Scores must be non-increasing down each list; ``validate`` enforces it together with
+    unique document ids. ``to_trec``/``from_trec`` read and write the TREC run format.
+    """
+
+    def validate(self, corpus: Corpus | None = None) -> "Run":
+        for qid, ranking in self.items():
+            seen: set[str] = set()
+            prev = math.inf
+            for rank, (doc_id, score) in enumerate(ranking, 1):
+                if doc_id in seen:
+                    raise RunError(f"query {qid!r}: document {doc_id!r} appears twice (rank {rank})")
+                seen.add(doc_id)
+                if corpus is not None and doc_id not in corpus:
+                    raise RunError(f"query {qid!r}: unknown document {doc_id!r} at rank {rank}")
+                s = float(score)
+                if math.isnan(s):
+                    raise RunError(f"query {qid!r}: NaN score at rank {rank}")
+                if s > prev:
+                    raise RunError(
+                        f"query {qid!r}: scores must not increase down the ranking "
+                        f"(rank {rank}: {s} > {prev})"
+                    )
+                prev = s
+        return self
+
+    def truncate(self, k: int) -> "Run":
+        return Run({q: list(r[:k]) for q, r in self.items()})
+
+    def to_trec(self, path: str | Path, tag: str = "beyondsim") -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            for qid, ranking in self.items():
+                for rank, (doc_id, score) in enumerate(ranking, 1):
+                    f.write(f"{qid} Q0 {doc_id} {rank} {float(score):.8g} {tag}\n")
+
+    @classmethod
+    def from_trec(cls, path: str | Path) -> "Run":
+        rows: dict[str, list[tuple[int, str, float]]] = {}
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                parts = line.split()
+                if len(parts) != 6:
+                    raise RunError(f"{path}:{lineno}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}")
+                qid, _, doc_id, rank, score, _ = parts
+                try:
+                    rows.setdefault(qid, []).append((int(rank), doc_id, float(score)))
+                except ValueError as e:
+                    raise RunError(f"{path}:{lineno}: bad rank or score: {e}") from None
+        return cls({q: [(d, s) for _, d, s in sorted(r, key=lambda t: t[0])] for q, r in rows.items()})
+
+
+def content_hash(parts: Iterable[bytes | str]) -> str:
+    """A short, stable sha256 over a sequence of parts (used for benchmark versions)."""
+    h = hashlib.sha256()
+    for p in parts:
+        b = p.encode("utf-8") if isinstance(p, str) else p
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()[:16]
+
+
+def benchmark_fingerprint(corpus: Corpus, queries: Sequence[Query], judgments: Judgments,
+                          pairs: Sequence[Pair] | None = None) -> str:
+    """Content-hash version of a benchmark: changes when any text, id or label changes."""
+
+    def parts() -> Iterator[str]:
+        for d in corpus:
+            yield f"D\t{d.id}\t{d.title}\t{d.text}"
+        for q in queries:
+            yield f"Q\t{q.id}\t{q.text}"
+        yield "R\t" + json.dumps(judgments.relevance, sort_keys=True)
+        yield "V\t" + json.dumps({k: sorted(v) for k, v in judgments.violating.items()}, sort_keys=True)
+        for p in pairs or []:
+            yield f"P\t{p.q1}\t{p.d1}\t{p.q2}\t{p.d2}"
+
+    return content_hash(parts())
