@@ -1,0 +1,6 @@
+"""Benchmark loaders, diagnostic sets and suites for beyondsim.
+
+Each loader is a class with ``info(name)`` and ``load(name, data_dir, online=False)`` (see
+``harness.data.BenchmarkLoader``), registered through the ``beyondsim.benchmarks`` entry points.
+Shared reading and validation code lives in :mod:`benchmarks.common`.
+"""

@@ -1,0 +1,202 @@
+"""BEIR datasets: ``beir/<name>`` from the data directory (or ``ir_datasets``), and any local
+BEIR-format folder given by its path.
+
+Conventions (both loaders): task ``topical``; a qrels grade ≥ 1 counts as relevant
+(``relevance_threshold = 1``); there are no violating documents. As in BEIR's own loader, only
+the queries that ``qrels/test.tsv`` judges are kept (``queries.jsonl`` usually holds every
+split's queries); the count in the file is kept in ``notes["queries_in_source"]``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.data import DatasetInfo, MissingDataError
+from harness.types import Benchmark, Judgments
+
+from .common import (
+    BeirData,
+    LoaderBase,
+    assemble_beir,
+    beir_files,
+    build_corpus,
+    build_queries,
+    build_relevance,
+    join_rel,
+    load_beir_folder,
+)
+
+BEIR_MEASURES = ("nDCG@10", "MAP@10", "R@100")
+BEIR_ZIP = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{}.zip"
+IRDS_DOCS = "https://ir-datasets.com/beir.html"
+
+# ir_datasets ids: these datasets have per-split subsets (``beir/<name>/test``); the others
+# (arguana, scidocs, trec-covid, nq, climate-fever, webis-touche2020, cqadupstack/<forum>) are
+# registered as ``beir/<name>`` with their test qrels.
+IRDS_WITH_SPLITS = frozenset(
+    {"msmarco", "nfcorpus", "hotpotqa", "fiqa", "quora", "dbpedia-entity", "fever", "scifact"}
+)
+
+LICENSES = {
+    "scifact": "CC BY-NC 2.0",
+    "nfcorpus": "CC BY-SA 4.0",
+}
+DEFAULT_LICENSE = "that of the original dataset (BEIR redistributes it; see https://github.com/beir-cellar/beir)"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+
+
+def beir_dataset(name: str) -> str:
+    """``beir/cqadupstack/android`` → ``cqadupstack/android``; rejects names that could leave
+    the data directory."""
+    prefix = "beir/"
+    sub = name[len(prefix):] if name.startswith(prefix) else ""
+    if not _NAME_RE.fullmatch(sub) or ".." in sub.split("/"):
+        raise ValueError(f"not a BEIR benchmark name: {name!r} (expected 'beir/<dataset>', e.g. 'beir/scifact')")
+    return sub
+
+
+def irds_ids(sub: str) -> list[str]:
+    """ir_datasets ids to try for a BEIR dataset, most likely first."""
+    with_split, bare = f"beir/{sub}/test", f"beir/{sub}"
+    return [with_split, bare] if sub in IRDS_WITH_SPLITS else [bare, with_split]
+
+
+def _describe(title: str, data: BeirData) -> str:
+    return (f"{title}: topical retrieval over {len(data.corpus):,} documents, "
+            f"{len(data.queries):,} test queries; a qrels grade >= 1 counts as relevant; "
+            "no violating documents.")
+
+
+class BeirBenchmark(LoaderBase):
+    """``beir/<name>`` (``beir/scifact``, ``beir/nfcorpus``, ``beir/cqadupstack/android`` …).
+
+    Local folder ``<data_dir>/beir/<name>/`` with ``corpus.jsonl`` (``_id``, ``title``,
+    ``text``), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/test.tsv``. With
+    ``online=True`` and local files missing, the dataset comes from ``ir_datasets``
+    (``beir/<name>/test``, or ``beir/<name>`` for datasets without split subsets).
+    """
+
+    task: ClassVar[str] = "topical"
+    default_measures: ClassVar[tuple[str, ...]] = BEIR_MEASURES
+    relevance_threshold: ClassVar[int] = 1
+    split: ClassVar[str] = "test"
+
+    @classmethod
+    def info(cls, name: str) -> DatasetInfo:
+        sub = beir_dataset(name)
+        subdir = f"beir/{sub}"
+        ids = irds_ids(sub)
+        return DatasetInfo(
+            name=name,
+            task=cls.task,
+            description=f"BEIR {sub} (test split): topical retrieval, qrels grade >= 1 is relevant.",
+            source=(f"ir_datasets id {ids[0]!r} ({IRDS_DOCS}), "
+                    f"or the BEIR zip {BEIR_ZIP.format(sub.split('/')[0])}"),
+            license=LICENSES.get(sub, DEFAULT_LICENSE),
+            files=[join_rel(subdir, f) for f in beir_files(cls.split)],
+            subdir=subdir,
+        )
+
+    @classmethod
+    def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark:
+        sub = beir_dataset(name)
+        if online and cls.missing_files(name, data_dir):
+            data, source = cls._from_ir_datasets(name, Path(data_dir))
+        else:
+            root = cls.require(name, data_dir)
+            data, source = load_beir_folder(root, cls.split), cls.info(name).source
+        return cls.build(
+            name, data.corpus, data.queries, Judgments(relevance=data.relevance),
+            description=_describe(f"BEIR {sub}", data), source=source, notes=data.notes,
+        )
+
+    @classmethod
+    def _from_ir_datasets(cls, name: str, data_dir: Path) -> tuple[BeirData, str]:
+        """Fetch through ``ir_datasets`` (imported here: the only network path of this loader)."""
+        try:
+            import ir_datasets
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("online BEIR loading needs ir_datasets: pip install 'beyondsim[online]'") from e
+        sub = beir_dataset(name)
+        dataset: Any = None
+        for ds_id in irds_ids(sub):
+            try:
+                dataset = ir_datasets.load(ds_id)
+            except KeyError:
+                continue
+            break
+        if dataset is None:
+            info = cls.info(name)
+            raise MissingDataError(name, Path(data_dir), cls.missing_files(name, data_dir),
+                                   f"{info.source} (ir_datasets knows none of {', '.join(irds_ids(sub))})")
+        label = f"ir_datasets:{ds_id}"
+        corpus = build_corpus(
+            ((i, str(d.doc_id), getattr(d, "title", "") or "", d.text or "")
+             for i, d in enumerate(dataset.docs_iter(), 1)),
+            f"{label} docs",
+        )
+        queries = build_queries(
+            ((i, str(q.query_id), q.text) for i, q in enumerate(dataset.queries_iter(), 1)),
+            f"{label} queries",
+        )
+        relevance = build_relevance(
+            ((i, str(r.query_id), str(r.doc_id), int(r.relevance)) for i, r in enumerate(dataset.qrels_iter(), 1)),
+            f"{label} qrels", corpus, {q.id for q in queries},
+        )
+        data = assemble_beir(corpus, queries, relevance, keep_unjudged_queries=False)
+        data.notes["online_source"] = label
+        return data, f"{label} ({IRDS_DOCS})"
+
+
+class BeirFolder(LoaderBase):
+    """Any BEIR-format folder, named by its path (entry point ``folder``).
+
+    The folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (header line
+    optional). The benchmark is named ``folder:<folder name>``; the resolved path is kept in
+    ``source`` and ``notes["path"]``. Results are keyed by the content hash (``version``), so two
+    different folders with the same name never share results. There is no online source.
+    """
+
+    task: ClassVar[str] = "topical"
+    default_measures: ClassVar[tuple[str, ...]] = BEIR_MEASURES
+    relevance_threshold: ClassVar[int] = 1
+    split: ClassVar[str] = "test"
+
+    @staticmethod
+    def resolve(name: str | Path) -> Path:
+        return Path(name).expanduser().resolve()
+
+    @classmethod
+    def benchmark_name(cls, name: str | Path) -> str:
+        return f"folder:{cls.resolve(name).name}"
+
+    @classmethod
+    def info(cls, name: str) -> DatasetInfo:
+        """``files`` are absolute paths (a data directory joined with them leaves them as they are)."""
+        path = cls.resolve(name)
+        return DatasetInfo(
+            name=cls.benchmark_name(name),
+            task=cls.task,
+            description=f"BEIR-format folder {path}: topical retrieval, qrels grade >= 1 is relevant.",
+            source=f"local BEIR-format folder {path}",
+            license="unknown (local folder)",
+            files=[str(path / f) for f in beir_files(cls.split)],
+            subdir=str(path),
+        )
+
+    @classmethod
+    def load(cls, name: str, data_dir: Path | None = None, online: bool = False) -> Benchmark:
+        """``data_dir`` and ``online`` are accepted for the loader interface and ignored."""
+        path = cls.resolve(name)
+        info = cls.info(name)
+        cls.require(name, path)
+        data = load_beir_folder(path, cls.split)
+        data.notes["path"] = str(path)
+        return cls.build(
+            info.name, data.corpus, data.queries, Judgments(relevance=data.relevance),
+            description=_describe(f"BEIR-format folder {path.name}", data),
+            source=info.source, license=info.license, notes=data.notes,
+        )

@@ -1,0 +1,348 @@
+"""Shared pieces of the benchmark loaders.
+
+* :class:`LoaderBase` — ``info()`` from class attributes, the missing-file check and
+  :meth:`LoaderBase.build`, which assembles a :class:`~harness.types.Benchmark` with its content
+  fingerprint as ``version``.
+* Strict builders that turn ``(line, ...)`` records into a corpus, a query list and a qrels
+  table. They take records rather than paths so that a local file and an online source
+  (``ir_datasets``, the Hugging Face hub) go through the same validation; ``origin`` is the file
+  path (or a label such as ``ir_datasets:beir/scifact/test``) that error messages name.
+* :func:`load_beir_folder` — a BEIR folder (``corpus.jsonl``, ``queries.jsonl``,
+  ``qrels/<split>.tsv``) read with those builders.
+* :func:`dedup_by_text` — collapse documents with identical text onto one canonical id.
+
+Every malformed input raises :class:`harness.data.DataError` naming the file, the line and the
+problem; absent files raise :class:`harness.data.MissingDataError` (via ``require_files``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Collection, Iterable, Iterator, Sequence
+
+from harness.data import DataError, DatasetInfo, get_field, iter_jsonl, read_qrels_tsv, require_files
+from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query, benchmark_fingerprint
+
+Origin = Path | str
+"""Where records come from: a file path, or a label for an online source."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader base class
+
+
+class LoaderBase:
+    """Base class of the benchmark loaders.
+
+    Subclasses set the class attributes below; ``files`` are relative to ``subdir``, which is
+    relative to the data directory. Loaders whose files depend on the benchmark name (BEIR, NevIR
+    splits) override :meth:`info`; everything else (the missing-file check, ``build``) goes
+    through ``info`` so that it stays the single description of a dataset.
+    """
+
+    task: ClassVar[str] = "topical"
+    description: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    license: ClassVar[str] = ""
+    subdir: ClassVar[str] = ""
+    files: ClassVar[tuple[str, ...]] = ()
+    default_measures: ClassVar[tuple[str, ...]] = ()
+    relevance_threshold: ClassVar[int] = 1
+
+    @classmethod
+    def info(cls, name: str) -> DatasetInfo:
+        """Name, task, description, official source, license and the files (relative to the data
+        directory) that a local load needs."""
+        return DatasetInfo(
+            name=name,
+            task=cls.task,
+            description=cls.description,
+            source=cls.source,
+            license=cls.license,
+            files=[join_rel(cls.subdir, f) for f in cls.files],
+            subdir=cls.subdir,
+        )
+
+    @classmethod
+    def missing_files(cls, name: str, data_dir: Path) -> list[str]:
+        """The files of ``info(name).files`` that are absent under ``data_dir``."""
+        return [f for f in cls.info(name).files if not (Path(data_dir) / f).exists()]
+
+    @classmethod
+    def require(cls, name: str, data_dir: Path) -> Path:
+        """Raise ``MissingDataError`` unless every required file exists; return the dataset folder."""
+        info = cls.info(name)
+        require_files(name, Path(data_dir), info.files, info.source)
+        return Path(data_dir) / info.subdir
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        corpus: Corpus,
+        queries: list[Query],
+        judgments: Judgments,
+        *,
+        splits: dict[str, list[str]] | None = None,
+        pairs: list[Pair] | None = None,
+        description: str | None = None,
+        source: str | None = None,
+        license: str | None = None,
+        notes: dict[str, object] | None = None,
+    ) -> Benchmark:
+        """A :class:`Benchmark` whose ``version`` is the content fingerprint of what it holds.
+
+        ``splits`` defaults to ``{"test": <ids of the judged queries>}``; unset texts come from
+        :meth:`info` (called only when one of them is unset).
+        """
+        check_judgments_consistent(name, corpus, queries, judgments, pairs)
+        if description is None or source is None or license is None:
+            info = cls.info(name)
+            description = info.description if description is None else description
+            source = info.source if source is None else source
+            license = info.license if license is None else license
+        if splits is None:
+            splits = {"test": [q.id for q in queries if q.id in judgments.relevance]}
+        return Benchmark(
+            name=name,
+            version=benchmark_fingerprint(corpus, queries, judgments, pairs),
+            corpus=corpus,
+            queries=queries,
+            judgments=judgments,
+            task=cls.task,
+            default_measures=tuple(cls.default_measures),
+            splits=splits,
+            pairs=pairs,
+            relevance_threshold=cls.relevance_threshold,
+            description=description,
+            source=source,
+            license=license,
+            notes=dict(notes or {}),
+        )
+
+
+def join_rel(subdir: str, file: str) -> str:
+    """``subdir/file`` as a POSIX relative path (just ``file`` when ``subdir`` is empty)."""
+    return f"{subdir.rstrip('/')}/{file}" if subdir else file
+
+
+def check_judgments_consistent(name: str, corpus: Corpus, queries: Sequence[Query],
+                               judgments: Judgments, pairs: Sequence[Pair] | None) -> None:
+    """Loader bug guard: judgments and pairs may only name queries and documents that exist."""
+    qids = {q.id for q in queries}
+    for qid, docs in judgments.relevance.items():
+        if qid not in qids:
+            raise ValueError(f"benchmark {name!r}: judgments name unknown query {qid!r}")
+        for d in docs:
+            if d not in corpus:
+                raise ValueError(f"benchmark {name!r}: judgments of {qid!r} name unknown document {d!r}")
+    for qid, docs in judgments.violating.items():
+        if qid not in qids or any(d not in corpus for d in docs):
+            raise ValueError(f"benchmark {name!r}: violating set of {qid!r} names an unknown query or document")
+    for p in pairs or []:
+        if p.q1 not in qids or p.q2 not in qids or p.d1 not in corpus or p.d2 not in corpus:
+            raise ValueError(f"benchmark {name!r}: pair {p.id!r} names an unknown query or document")
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict builders
+
+
+class IdTracker:
+    """Remembers the line that introduced each id of one kind; a repeat raises ``DataError``."""
+
+    def __init__(self, origin: Origin, kind: str):
+        self.origin, self.kind = origin, kind
+        self.lines: dict[str, int | None] = {}
+
+    def add(self, id_: str, line: int | None) -> None:
+        if id_ in self.lines:
+            first = self.lines[id_]
+            where = f" (first seen on line {first})" if first is not None else ""
+            raise DataError(self.origin, line, f"duplicate {self.kind} id {id_!r}{where}")
+        self.lines[id_] = line
+
+    def __contains__(self, id_: object) -> bool:
+        return id_ in self.lines
+
+
+def require_text(obj: dict[str, Any], names: str | Sequence[str], origin: Origin, line: int | None) -> str:
+    """A string field that must be present and not blank."""
+    value = get_field(obj, names, origin, line)
+    if not value.strip():
+        key = names if isinstance(names, str) else names[0]
+        raise DataError(origin, line, f"field {key!r} is empty")
+    return value
+
+
+def build_corpus(records: Iterable[tuple[int | None, str, str, str]], origin: Origin) -> Corpus:
+    """``(line, id, title, text)`` records → :class:`Corpus`; duplicate ids raise ``DataError``."""
+    seen = IdTracker(origin, "document")
+    docs: list[Document] = []
+    for line, doc_id, title, text in records:
+        if not doc_id:
+            raise DataError(origin, line, "empty document id")
+        seen.add(doc_id, line)
+        docs.append(Document(id=doc_id, text=text, title=title))
+    return Corpus(docs)
+
+
+def build_queries(records: Iterable[tuple[int | None, str, str]], origin: Origin) -> list[Query]:
+    """``(line, id, text)`` records → queries; duplicate ids raise ``DataError``."""
+    seen = IdTracker(origin, "query")
+    out: list[Query] = []
+    for line, qid, text in records:
+        if not qid:
+            raise DataError(origin, line, "empty query id")
+        seen.add(qid, line)
+        out.append(Query(id=qid, text=text))
+    return out
+
+
+def build_relevance(records: Iterable[tuple[int | None, str, str, int]], origin: Origin,
+                    doc_ids: Collection[str], query_ids: Collection[str]) -> dict[str, dict[str, int]]:
+    """``(line, qid, docid, grade)`` records → pytrec_eval qrels.
+
+    A record naming an unknown query or document raises ``DataError``; so does a repeated
+    ``(qid, docid)`` with a different grade (an identical repeat is harmless and kept once).
+    """
+    rel: dict[str, dict[str, int]] = {}
+    for line, qid, did, grade in records:
+        if qid not in query_ids:
+            raise DataError(origin, line, f"qrel names unknown query {qid!r}")
+        if did not in doc_ids:
+            raise DataError(origin, line, f"qrel of query {qid!r} names unknown document {did!r}")
+        per_q = rel.setdefault(qid, {})
+        if did in per_q and per_q[did] != grade:
+            raise DataError(origin, line, f"conflicting grades for query {qid!r}, document {did!r}: "
+                                          f"{per_q[did]} and {grade}")
+        per_q[did] = grade
+    return rel
+
+
+def check_doc_refs(ids: Iterable[str], corpus: Corpus | Collection[str], origin: Origin,
+                   line: int | None, field_name: str) -> None:
+    """Every id in ``ids`` must be a document of ``corpus``."""
+    for d in ids:
+        if d not in corpus:
+            raise DataError(origin, line, f"field {field_name!r} names unknown document {d!r}")
+
+
+def get_id_list(obj: dict[str, Any], name: str, origin: Origin, line: int | None) -> list[str]:
+    """A list-of-ids field (ints are accepted and turned into strings)."""
+    values = get_field(obj, name, origin, line, kind=list)
+    out: list[str] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise DataError(origin, line, f"field {name!r} must hold string ids, got {type(v).__name__}")
+        out.append(str(v))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# BEIR format
+
+
+def beir_corpus_records(path: Path) -> Iterator[tuple[int, str, str, str]]:
+    """``corpus.jsonl`` rows ``{"_id", "title"?, "text"}`` as ``(line, id, title, text)``."""
+    for line, obj in iter_jsonl(path):
+        doc_id = get_field(obj, "_id", path, line)
+        title = get_field(obj, "title", path, line, default="") or ""
+        text = get_field(obj, "text", path, line)
+        yield line, doc_id, title, text
+
+
+def beir_query_records(path: Path) -> Iterator[tuple[int, str, str]]:
+    """``queries.jsonl`` rows ``{"_id", "text"}`` as ``(line, id, text)``."""
+    for line, obj in iter_jsonl(path):
+        yield line, get_field(obj, "_id", path, line), get_field(obj, "text", path, line)
+
+
+@dataclass
+class BeirData:
+    """A BEIR dataset read and validated, before it becomes a :class:`Benchmark`."""
+
+    corpus: Corpus
+    queries: list[Query]
+    relevance: dict[str, dict[str, int]]
+    queries_in_source: int
+    notes: dict[str, object] = field(default_factory=dict)
+
+
+def assemble_beir(corpus: Corpus, queries: list[Query], relevance: dict[str, dict[str, int]],
+                  keep_unjudged_queries: bool) -> BeirData:
+    """Keep all queries, or (BEIR's own convention) only the ones the qrels judge."""
+    n = len(queries)
+    if not keep_unjudged_queries:
+        queries = [q for q in queries if q.id in relevance]
+    distinct = len({(d.title, d.text) for d in corpus})
+    notes: dict[str, object] = {
+        "queries_in_source": n,
+        "judged_queries": len(relevance),
+        # documents whose (title, text) repeats an earlier one: they tie with it in any ranking
+        "duplicate_document_texts": len(corpus) - distinct,
+    }
+    return BeirData(corpus=corpus, queries=queries, relevance=relevance, queries_in_source=n, notes=notes)
+
+
+def beir_files(split: str = "test") -> tuple[str, str, str]:
+    """The files of a BEIR folder, relative to it."""
+    return ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv")
+
+
+def load_beir_folder(root: Path, split: str = "test", keep_unjudged_queries: bool = False) -> BeirData:
+    """Read a BEIR folder strictly.
+
+    ``qrels/<split>.tsv`` may or may not start with a ``query-id corpus-id score`` header. By
+    BEIR's convention only queries that the qrels judge are kept; ``keep_unjudged_queries``
+    keeps every query of ``queries.jsonl`` (they are then searched but not scored).
+    """
+    corpus_f, queries_f, qrels_f = (root / f for f in beir_files(split))
+    corpus = build_corpus(beir_corpus_records(corpus_f), corpus_f)
+    queries = build_queries(beir_query_records(queries_f), queries_f)
+    qids = {q.id for q in queries}
+    relevance = build_relevance(read_qrels_tsv(qrels_f), qrels_f, corpus, qids)
+    return assemble_beir(corpus, queries, relevance, keep_unjudged_queries)
+
+
+# ---------------------------------------------------------------------------------------------
+# De-duplication
+
+
+@dataclass
+class DedupResult:
+    """Documents after exact-text de-duplication, with the id → canonical id map."""
+
+    documents: list[Document]
+    canonical: dict[str, str]
+
+    @property
+    def merged(self) -> int:
+        """How many documents were folded into an earlier one with the same text."""
+        return len(self.canonical) - len(self.documents)
+
+    @property
+    def shared_texts(self) -> int:
+        """How many distinct texts were carried by more than one id."""
+        counts: dict[str, int] = {}
+        for canon in self.canonical.values():
+            counts[canon] = counts.get(canon, 0) + 1
+        return sum(1 for c in counts.values() if c > 1)
+
+
+def dedup_by_text(documents: Iterable[Document]) -> DedupResult:
+    """Keep the first document (in input order) of each exact ``(title, text)``.
+
+    Every input id maps to the id of that first document, its canonical id.
+    """
+    first: dict[tuple[str, str], str] = {}
+    kept: list[Document] = []
+    canonical: dict[str, str] = {}
+    for d in documents:
+        key = (d.title, d.text)
+        if key not in first:
+            first[key] = d.id
+            kept.append(d)
+        canonical[d.id] = first[key]
+    return DedupResult(kept, canonical)

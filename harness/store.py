@@ -1,0 +1,361 @@
+"""The results store: SQLite in WAL mode (DESIGN.md §9).
+
+A result is keyed by ``(retriever spec hash, benchmark version, seed, depth k, harness version)``.
+Each result is written in one transaction — a crash leaves the whole result or none of it.
+Tables: ``results`` (spec, benchmark, seed, versions, environment, provenance), ``measures``
+(mean, count, 95% CI), ``query_measures``, ``phases`` (wall/CPU seconds), ``llm_calls``,
+``rankings`` (the stored run, for drill-down and re-evaluation) and ``benchmarks`` (what the
+reports need to know about each benchmark without loading it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, TextIO
+
+EXPORT_SCHEMA = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+  id INTEGER PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  retriever TEXT NOT NULL,
+  label TEXT NOT NULL,
+  spec_hash TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  benchmark_version TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  k INTEGER NOT NULL,
+  harness_version TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  n_queries INTEGER NOT NULL,
+  n_missing INTEGER NOT NULL,
+  environment_json TEXT NOT NULL DEFAULT '{}',
+  provenance_json TEXT NOT NULL DEFAULT '{}',
+  extra_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS results_bench ON results(benchmark);
+CREATE TABLE IF NOT EXISTS measures (
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  measure TEXT NOT NULL,
+  mean REAL,
+  n INTEGER NOT NULL,
+  ci_low REAL,
+  ci_high REAL,
+  PRIMARY KEY (result_id, measure)
+);
+CREATE TABLE IF NOT EXISTS query_measures (
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  measure TEXT NOT NULL,
+  qid TEXT NOT NULL,
+  value REAL NOT NULL,
+  PRIMARY KEY (result_id, measure, qid)
+);
+CREATE TABLE IF NOT EXISTS phases (
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  phase TEXT NOT NULL,
+  wall_s REAL NOT NULL,
+  cpu_s REAL NOT NULL,
+  items INTEGER NOT NULL,
+  PRIMARY KEY (result_id, phase)
+);
+CREATE TABLE IF NOT EXISTS llm_calls (
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  model TEXT NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL,
+  latency_s REAL NOT NULL,
+  cached INTEGER NOT NULL,
+  usd REAL,
+  phase TEXT NOT NULL,
+  purpose TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id);
+CREATE TABLE IF NOT EXISTS rankings (
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  qid TEXT NOT NULL,
+  docids_json TEXT NOT NULL,
+  scores_json TEXT NOT NULL,
+  PRIMARY KEY (result_id, qid)
+);
+CREATE TABLE IF NOT EXISTS benchmarks (
+  name TEXT NOT NULL,
+  version TEXT NOT NULL,
+  task TEXT NOT NULL,
+  default_measures_json TEXT NOT NULL,
+  stats_json TEXT NOT NULL,
+  description TEXT NOT NULL,
+  source TEXT NOT NULL,
+  license TEXT NOT NULL,
+  PRIMARY KEY (name, version)
+);
+"""
+SCHEMA_VERSION = 1
+
+
+def result_key(spec_hash: str, benchmark_version: str, seed: int, k: int, harness_version: str) -> str:
+    raw = json.dumps([spec_hash, benchmark_version, int(seed), int(k), harness_version])
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+@dataclass
+class MeasureValue:
+    mean: float | None
+    n: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclass
+class ResultRecord:
+    """Everything one (retriever, benchmark, seed) evaluation produced."""
+
+    key: str
+    retriever: str
+    label: str
+    spec_hash: str
+    spec: dict[str, Any]
+    benchmark: str
+    benchmark_version: str
+    seed: int
+    k: int
+    harness_version: str
+    n_queries: int
+    n_missing: int
+    measures: dict[str, MeasureValue]
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
+    rankings: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+    id: int | None = None
+
+
+@dataclass
+class BenchmarkInfo:
+    name: str
+    version: str
+    task: str
+    default_measures: list[str]
+    stats: dict[str, Any]
+    description: str = ""
+    source: str = ""
+    license: str = ""
+
+
+def _nan_to_none(x: float | None) -> float | None:
+    return None if x is None or x != x else float(x)
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(self.path), timeout=30)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.executescript(SCHEMA)
+        self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def has(self, key: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM results WHERE key=?", (key,)).fetchone() is not None
+
+    def save_benchmark(self, info: BenchmarkInfo) -> None:
+        with self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO benchmarks VALUES (?,?,?,?,?,?,?,?)",
+                (info.name, info.version, info.task, json.dumps(list(info.default_measures)),
+                 json.dumps(info.stats), info.description, info.source, info.license),
+            )
+
+    def save(self, rec: ResultRecord, *, replace: bool = False) -> int:
+        """Write one result atomically. An existing key is an error unless ``replace``."""
+        created = rec.created_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        with self._conn:  # one transaction: all rows or none
+            if replace:
+                self._conn.execute("DELETE FROM results WHERE key=?", (rec.key,))
+            cur = self._conn.execute(
+                "INSERT INTO results (key, retriever, label, spec_hash, spec_json, benchmark, benchmark_version,"
+                " seed, k, harness_version, created_at, n_queries, n_missing, environment_json, provenance_json,"
+                " extra_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rec.key, rec.retriever, rec.label, rec.spec_hash, json.dumps(rec.spec, sort_keys=True),
+                 rec.benchmark, rec.benchmark_version, rec.seed, rec.k, rec.harness_version, created,
+                 rec.n_queries, rec.n_missing, json.dumps(rec.environment, sort_keys=True),
+                 json.dumps(rec.provenance, sort_keys=True), json.dumps(rec.extra, sort_keys=True)),
+            )
+            rid = int(cur.lastrowid)
+            self._conn.executemany(
+                "INSERT INTO measures VALUES (?,?,?,?,?,?)",
+                [(rid, m, _nan_to_none(v.mean), v.n, _nan_to_none(v.ci_low), _nan_to_none(v.ci_high))
+                 for m, v in rec.measures.items()],
+            )
+            self._conn.executemany(
+                "INSERT INTO query_measures VALUES (?,?,?,?)",
+                [(rid, m, q, float(v)) for m, col in rec.per_query.items() for q, v in col.items()],
+            )
+            self._conn.executemany(
+                "INSERT INTO phases VALUES (?,?,?,?,?)",
+                [(rid, p, float(v.get("wall_s", 0)), float(v.get("cpu_s", 0)), int(v.get("items", 0)))
+                 for p, v in rec.phases.items()],
+            )
+            self._conn.executemany(
+                "INSERT INTO llm_calls VALUES (?,?,?,?,?,?,?,?,?)",
+                [(rid, c["model"], int(c["prompt_tokens"]), int(c["completion_tokens"]), float(c["latency_s"]),
+                  int(bool(c["cached"])), c.get("usd"), c.get("phase", ""), c.get("purpose", ""))
+                 for c in rec.llm_calls],
+            )
+            self._conn.executemany(
+                "INSERT INTO rankings VALUES (?,?,?,?)",
+                [(rid, q, json.dumps([d for d, _ in r]), json.dumps([round(float(s), 7) for _, s in r]))
+                 for q, r in rec.rankings.items()],
+            )
+        rec.id, rec.created_at = rid, created
+        return rid
+
+    def delete(self, key: str) -> None:
+        with self._conn:
+            self._conn.execute("DELETE FROM results WHERE key=?", (key,))
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _row_to_record(self, row: sqlite3.Row, *, full: bool = False) -> ResultRecord:
+        rid = int(row["id"])
+        measures = {
+            r["measure"]: MeasureValue(r["mean"], r["n"], r["ci_low"], r["ci_high"])
+            for r in self._conn.execute("SELECT * FROM measures WHERE result_id=?", (rid,))
+        }
+        phases = {
+            r["phase"]: {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "items": r["items"]}
+            for r in self._conn.execute("SELECT * FROM phases WHERE result_id=?", (rid,))
+        }
+        rec = ResultRecord(
+            key=row["key"], retriever=row["retriever"], label=row["label"], spec_hash=row["spec_hash"],
+            spec=json.loads(row["spec_json"]), benchmark=row["benchmark"],
+            benchmark_version=row["benchmark_version"], seed=row["seed"], k=row["k"],
+            harness_version=row["harness_version"], n_queries=row["n_queries"], n_missing=row["n_missing"],
+            measures=measures, phases=phases, environment=json.loads(row["environment_json"]),
+            provenance=json.loads(row["provenance_json"]), extra=json.loads(row["extra_json"]),
+            created_at=row["created_at"], id=rid,
+        )
+        rec.llm_calls = [
+            {k: r[k] for k in ("model", "prompt_tokens", "completion_tokens", "latency_s", "usd", "phase", "purpose")}
+            | {"cached": bool(r["cached"])}
+            for r in self._conn.execute("SELECT * FROM llm_calls WHERE result_id=?", (rid,))
+        ]
+        if full:
+            rec.per_query = self.per_query(rid)
+            rec.rankings = self.rankings(rid)
+        return rec
+
+    def results(self, *, benchmark: str | None = None, retriever: str | None = None,
+                full: bool = False) -> list[ResultRecord]:
+        sql, args = "SELECT * FROM results WHERE 1=1", []
+        if benchmark:
+            sql += " AND benchmark=?"
+            args.append(benchmark)
+        if retriever:
+            sql += " AND (retriever=? OR label=?)"
+            args += [retriever, retriever]
+        sql += " ORDER BY benchmark, label, seed, id"
+        return [self._row_to_record(r, full=full) for r in self._conn.execute(sql, args).fetchall()]
+
+    def get(self, key: str, *, full: bool = False) -> ResultRecord | None:
+        row = self._conn.execute("SELECT * FROM results WHERE key=?", (key,)).fetchone()
+        return self._row_to_record(row, full=full) if row else None
+
+    def per_query(self, result_id: int, measure: str | None = None) -> dict[str, dict[str, float]]:
+        sql, args = "SELECT measure, qid, value FROM query_measures WHERE result_id=?", [result_id]
+        if measure:
+            sql += " AND measure=?"
+            args.append(measure)
+        out: dict[str, dict[str, float]] = {}
+        for r in self._conn.execute(sql, args):
+            out.setdefault(r["measure"], {})[r["qid"]] = r["value"]
+        return out
+
+    def rankings(self, result_id: int, qids: Iterable[str] | None = None) -> dict[str, list[tuple[str, float]]]:
+        rows = self._conn.execute("SELECT qid, docids_json, scores_json FROM rankings WHERE result_id=?", (result_id,))
+        wanted = set(qids) if qids is not None else None
+        out = {}
+        for r in rows:
+            if wanted is None or r["qid"] in wanted:
+                out[r["qid"]] = list(zip(json.loads(r["docids_json"]), json.loads(r["scores_json"])))
+        return out
+
+    def benchmarks(self) -> list[BenchmarkInfo]:
+        return [
+            BenchmarkInfo(r["name"], r["version"], r["task"], json.loads(r["default_measures_json"]),
+                          json.loads(r["stats_json"]), r["description"], r["source"], r["license"])
+            for r in self._conn.execute("SELECT * FROM benchmarks ORDER BY name, version")
+        ]
+
+    # -- export / import -------------------------------------------------------------------------
+
+    def export_jsonl(self, out: TextIO, *, benchmark: str | None = None, retriever: str | None = None) -> int:
+        """One JSON object per result, per-query measures and rankings included."""
+        bench = {(b.name, b.version): b for b in self.benchmarks()}
+        n = 0
+        for rec in self.results(benchmark=benchmark, retriever=retriever, full=True):
+            d = export_record(rec)
+            b = bench.get((rec.benchmark, rec.benchmark_version))
+            if b is not None:
+                d["benchmark_info"] = b.__dict__
+            out.write(json.dumps(d, sort_keys=True) + "\n")
+            n += 1
+        return n
+
+    def iter_records_jsonl(self, lines: Iterable[str], source: str = "<input>") -> Iterator[ResultRecord]:
+        for lineno, line in enumerate(lines, 1):
+            if line.strip():
+                yield import_record(line, source, lineno)
+
+
+def export_record(rec: ResultRecord) -> dict[str, Any]:
+    d = dict(rec.__dict__)
+    d.pop("id", None)
+    d["schema"] = EXPORT_SCHEMA
+    d["measures"] = {m: v.__dict__ for m, v in rec.measures.items()}
+    d["rankings"] = {q: [[doc, s] for doc, s in r] for q, r in rec.rankings.items()}
+    return d
+
+
+def import_record(line: str, source: str, lineno: int) -> ResultRecord:
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{source}:{lineno}: invalid JSON ({e.msg})") from None
+    if d.get("schema") != EXPORT_SCHEMA:
+        raise ValueError(f"{source}:{lineno}: unsupported export schema {d.get('schema')!r} (expected {EXPORT_SCHEMA})")
+    d.pop("schema")
+    d.pop("benchmark_info", None)
+    try:
+        d["measures"] = {m: MeasureValue(**v) for m, v in d["measures"].items()}
+        d["rankings"] = {q: [(doc, s) for doc, s in r] for q, r in d.get("rankings", {}).items()}
+        return ResultRecord(**d)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{source}:{lineno}: malformed result record: {e}") from None
+
+
+def open_store(home: Path) -> Store:
+    return Store(home / "results.sqlite")

@@ -1,0 +1,1 @@
+"""Retriever adapters: one module per method family, each behind the harness protocol."""

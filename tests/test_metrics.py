@@ -1,0 +1,153 @@
+"""Measures: standard ones cross-checked against pytrec_eval, ours against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import pytrec_eval
+
+from harness.metrics import evaluate, pair_accuracy, parse_measure
+from harness.stats import bootstrap_ci, holm, paired_randomization_test
+from harness.types import Judgments, Pair, Run
+
+
+def random_case(seed: int, n_q: int = 40, n_docs: int = 60, graded: bool = True):
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(n_docs)]
+    qrels, run = {}, Run()
+    for qi in range(n_q):
+        q = f"q{qi}"
+        judged = rng.sample(docs, rng.randint(1, 12))
+        qrels[q] = {d: rng.choice([0, 1, 2] if graded else [0, 1]) for d in judged}
+        if qi % 7 == 3:
+            continue  # missing from the run
+        ranked = rng.sample(docs, rng.randint(1, 30))
+        scores = sorted(rng.sample(range(1, 10_000), len(ranked)), reverse=True)
+        run[q] = [(d, s / 100.0) for d, s in zip(ranked, scores)]
+    return qrels, run
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("threshold", [1, 2])
+def test_standard_measures_match_pytrec_eval(seed: int, threshold: int) -> None:
+    qrels, run = random_case(seed)
+    ours = evaluate(run, Judgments(qrels), ["nDCG@10", "MAP@10", "R@10", "P@5", "nDCG@3"],
+                    relevance_threshold=threshold)
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10,3", "map_cut.10", "recall.10", "P.5"},
+                                         relevance_level=threshold).evaluate(
+        {q: {d: s for d, s in r} for q, r in run.items()})
+    names = {"nDCG@10": "ndcg_cut_10", "MAP@10": "map_cut_10", "R@10": "recall_10", "P@5": "P_5", "nDCG@3": "ndcg_cut_3"}
+    assert ours.n_queries == len(qrels)
+    assert ours.n_missing == sum(1 for q in qrels if q not in run)
+    for ours_name, trec_name in names.items():
+        for q in qrels:
+            expected = ref[q][trec_name] if q in ref else 0.0  # missing query = empty ranking
+            assert ours.per_query[ours_name][q] == pytest.approx(expected, abs=1e-9), (ours_name, q)
+        assert ours.means[ours_name] == pytest.approx(np.mean([ref.get(q, {}).get(trec_name, 0.0) for q in qrels]))
+
+
+def test_ndcg_hand_computed_graded_linear_gain() -> None:
+    j = Judgments({"q": {"a": 2, "b": 0, "c": 1}}, {"q": frozenset({"b"})})
+    run = Run({"q": [("b", 3.0), ("a", 2.0), ("z", 1.0)]})
+    ev = evaluate(run, j, ["nDCG@10"], relevance_threshold=2)
+    dcg = 0 + 2 / math.log2(3) + 0
+    idcg = 2 + 1 / math.log2(3)
+    assert ev.means["nDCG@10"] == pytest.approx(dcg / idcg)
+
+
+def test_list_order_is_the_ranking_even_with_tied_scores() -> None:
+    # pytrec_eval on raw tied scores re-sorts by doc id (descending); ours follows the list order.
+    j = Judgments({"q": {"a": 1}})
+    run = Run({"q": [("a", 1.0), ("z", 1.0)]})
+    ev = evaluate(run, j, ["P@1", "RR@10"])
+    assert ev.means["P@1"] == 1.0 and ev.means["RR@10"] == 1.0
+    raw = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"P.1"}).evaluate({"q": {"a": 1.0, "z": 1.0}})
+    assert raw["q"]["P_1"] == 0.0  # what a naive use of pytrec_eval would report
+
+
+def test_violation_measures_hand_computed() -> None:
+    rel = {"q1": {"s": 2, "v": 0, "t": 1}, "q2": {"s2": 2, "v2": 0}, "q3": {"s3": 2, "v3": 0},
+           "q4": {"x": 2}, "q5": {"s5": 2, "v5": 0}}
+    viol = {"q1": frozenset({"v"}), "q2": frozenset({"v2"}), "q3": frozenset({"v3"}), "q5": frozenset({"v5"})}
+    run = Run({
+        "q1": [("t", 5), ("s", 4), ("v", 3), ("o", 2)],        # violation at rank 3
+        "q2": [("v2", 9), ("s2", 1)],                          # violation at rank 1
+        "q3": [("s3", 3)] + [(f"o{i}", 2 - i * 0.01) for i in range(12)] + [("v3", -1)],  # beyond 10
+        "q4": [("v", 1.0)],                                    # no violating set: excluded
+        # q5 missing from the run: empty ranking
+    })
+    ev = evaluate(run, Judgments(rel, viol), ["V@1", "V@2", "V@3", "V@10", "FVR@10", "FVR@2"], relevance_threshold=2)
+    assert ev.per_query["V@1"] == {"q1": 0.0, "q2": 1.0, "q3": 0.0, "q5": 0.0}
+    assert ev.per_query["V@2"] == {"q1": 0.0, "q2": 1.0, "q3": 0.0, "q5": 0.0}
+    assert ev.per_query["V@3"]["q1"] == 1.0
+    assert ev.per_query["V@10"] == {"q1": 1.0, "q2": 1.0, "q3": 0.0, "q5": 0.0}
+    assert ev.per_query["FVR@10"] == {"q1": 3.0, "q2": 1.0, "q3": 11.0, "q5": 11.0}
+    assert ev.per_query["FVR@2"]["q1"] == 3.0  # k + 1 when no violation in the top 2
+    assert ev.counts["V@2"] == 4 and ev.means["V@10"] == pytest.approx(0.5)
+    assert ev.means["FVR@10"] == pytest.approx((3 + 1 + 11 + 11) / 4)
+    assert ev.n_missing == 1
+
+
+def test_completeness_hand_computed() -> None:
+    rel = {"a": {"x": 1, "y": 1}, "b": {"x": 1, "y": 1, "z": 1}, "c": {"x": 1, "y": 1}, "d": {"n": 0}}
+    run = Run({"a": [("y", 3), ("q", 2), ("x", 1)], "b": [("x", 3), ("y", 2), ("z", 1)], "c": [("x", 1)]})
+    ev = evaluate(run, Judgments(rel), ["Comp@2", "Comp@3", "R@2"])
+    assert ev.per_query["Comp@3"] == {"a": 1.0, "b": 1.0, "c": 0.0}
+    assert ev.per_query["Comp@2"] == {"a": 0.0, "b": 0.0, "c": 0.0}  # b: |S|=3 > k
+    assert ev.counts["Comp@3"] == 3  # d has no relevant document: excluded
+    assert ev.per_query["R@2"]["b"] == pytest.approx(2 / 3)
+
+
+def test_pair_accuracy_strict() -> None:
+    pairs = [Pair("a1", "d1", "a2", "d2", "ok"), Pair("b1", "e1", "b2", "e2", "tie"),
+             Pair("c1", "f1", "c2", "f2", "absent"), Pair("g1", "h1", "g2", "h2", "one-side"),
+             Pair("m1", "n1", "m2", "n2", "missing-query")]
+    run = Run({
+        "a1": [("d1", 0.9), ("d2", 0.5)], "a2": [("d2", 0.8), ("d1", 0.1)],
+        "b1": [("e1", 0.5), ("e2", 0.5)], "b2": [("e2", 0.9), ("e1", 0.1)],     # tie on q1: wrong
+        "c1": [("f1", 0.3)], "c2": [("x", 0.4)],                              # c2 ranks neither: −∞ = −∞
+        "g1": [("h1", 0.3)], "g2": [("h2", 0.4), ("h1", 0.2)],                # h2 absent for g1: −∞
+        "m1": [("n1", 1.0)],                                                  # m2 missing entirely
+    })
+    acc = pair_accuracy(run, pairs)
+    assert acc == {"ok": 1.0, "tie": 0.0, "absent": 0.0, "one-side": 1.0, "missing-query": 0.0}
+    j = Judgments({q: {} for q in run} | {"m2": {}})
+    ev = evaluate(run, j, ["PairAcc"], pairs=pairs)
+    assert ev.means["PairAcc"] == pytest.approx(2 / 5) and ev.counts["PairAcc"] == 5
+    with pytest.raises(ValueError, match="pairs"):
+        evaluate(run, j, ["PairAcc"])
+
+
+def test_parse_measure() -> None:
+    assert parse_measure("nDCG@10").k == 10
+    assert not parse_measure("V@2").higher_is_better and parse_measure("FVR@10").higher_is_better
+    for bad in ("ndcg@10", "V@0", "Recall@5", "PairAcc@3"):
+        with pytest.raises(ValueError):
+            parse_measure(bad)
+
+
+def test_bootstrap_ci_and_randomization_test() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(0.5, 0.1, size=400)
+    lo, hi = bootstrap_ci(x, seed=3)
+    se = x.std(ddof=1) / math.sqrt(x.size)
+    assert lo < x.mean() < hi
+    assert hi - lo == pytest.approx(2 * 1.96 * se, rel=0.15)
+    a = {str(i): float(v) for i, v in enumerate(x)}
+    b_same = dict(a)
+    b_worse = {k: v - 0.05 + rng.normal(0, 0.01) for k, v in a.items()}
+    assert paired_randomization_test(a, b_same) == 1.0
+    assert paired_randomization_test(a, b_worse, n_resamples=2000) < 0.01
+    noise = {k: v + rng.normal(0, 0.1) for k, v in a.items()}
+    assert paired_randomization_test(a, noise, n_resamples=2000) > 0.01
+
+
+def test_holm_adjustment_hand_computed() -> None:
+    adj = holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": float("nan")})
+    assert adj["a"] == pytest.approx(0.03)
+    assert adj["c"] == pytest.approx(0.06)
+    assert adj["b"] == pytest.approx(0.06)  # monotone: max(0.06, 1 * 0.04)
+    assert math.isnan(adj["d"])

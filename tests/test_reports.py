@@ -1,0 +1,431 @@
+"""Rendering tests for the leaderboard site (reports/): fabricated store rows, no models."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from reports import render_site, summary_rows
+from reports import site as site_mod
+
+HV = "0.1.0"
+XSS = "<script>alert(1)</script>"
+
+
+# --------------------------------------------------------------------------------------------
+# a tiny DOM, enough to read tables back
+
+
+class Node:
+    def __init__(self, tag: str, attrs: dict[str, str], parent: "Node | None"):
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[Node | str] = []
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def iter(self, tag: str | None = None, cls: str | None = None):
+        for c in self.children:
+            if isinstance(c, Node):
+                if (tag is None or c.tag == tag) and (cls is None or cls in c.classes):
+                    yield c
+                yield from c.iter(tag, cls)
+
+    def find(self, tag: str | None = None, cls: str | None = None) -> "Node":
+        found = next(self.iter(tag, cls), None)
+        assert found is not None, f"no <{tag} class={cls}> under <{self.tag}>"
+        return found
+
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "source"}
+
+
+class DomBuilder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#root", {}, None)
+        self.cur = self.root
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, {k: v or "" for k, v in attrs}, self.cur)
+        self.cur.children.append(node)
+        if tag not in VOID:
+            self.cur = node
+
+    def handle_endtag(self, tag):
+        n = self.cur
+        while n is not None and n.tag != tag:
+            n = n.parent
+        assert n is not None, f"unbalanced </{tag}>"
+        self.cur = n.parent
+
+    def handle_data(self, data):
+        self.cur.children.append(data)
+
+
+def parse(html: str) -> Node:
+    b = DomBuilder()
+    b.feed(html)
+    b.close()
+    assert b.cur is b.root, "unclosed elements"
+    return b.root
+
+
+def by_id(root: Node, id_: str) -> Node:
+    for n in root.iter():
+        if n.attrs.get("id") == id_:
+            return n
+    raise AssertionError(f"no element with id {id_!r}")
+
+
+def results_table(root: Node, section_id: str) -> tuple[list[str], list[dict[str, Node]]]:
+    """(measure headers, rows as {column name: td}) of a benchmark section's table."""
+    table = by_id(root, section_id).find("table", "results")
+    heads = [th for th in table.find("thead").iter("th")]
+    names = [th.attrs.get("data-measure") or th.text().strip() for th in heads]
+    rows = []
+    for tr in table.find("tbody").iter("tr"):
+        tds = list(tr.iter("td"))
+        assert len(tds) == len(names)
+        rows.append(dict(zip(names, tds)))
+    measures = [th.attrs["data-measure"] for th in heads if "data-measure" in th.attrs]
+    return measures, rows
+
+
+def value(td: Node) -> str:
+    return td.find("span", "value").text().strip()
+
+
+def extra(td: Node) -> str:
+    spans = list(td.iter("span", "extra"))
+    return spans[0].text().strip() if spans else ""
+
+
+def label(row: dict[str, Node]) -> str:
+    return row["retriever"].text().strip()
+
+
+def efficiency_rows(root: Node) -> list[dict[str, str]]:
+    table = by_id(root, "efficiency").find("table", "efficiency")
+    names = [th.text().strip() for th in table.find("thead").iter("th")]
+    return [dict(zip(names, (td.text().strip() for td in tr.iter("td"))))
+            for tr in table.find("tbody").iter("tr")]
+
+
+# --------------------------------------------------------------------------------------------
+# a fabricated store
+
+
+def mv(mean, n=8, lo=None, hi=None):
+    return MeasureValue(mean, n, lo, hi)
+
+
+def record(label, spec_hash, benchmark, version, seed, measures, *, n_queries=8, n_missing=0,
+           phases=None, llm_calls=None, created_at=""):
+    return ResultRecord(
+        key=result_key(spec_hash, version, seed, 100, HV), retriever=label.split()[0], label=label,
+        spec_hash=spec_hash, spec={"name": label}, benchmark=benchmark, benchmark_version=version,
+        seed=seed, k=100, harness_version=HV, n_queries=n_queries, n_missing=n_missing,
+        measures=measures, phases=phases or {}, llm_calls=llm_calls or [], created_at=created_at,
+    )
+
+
+def call(usd, cached=False, pt=100, ct=20):
+    return {"model": "m", "prompt_tokens": pt, "completion_tokens": ct, "latency_s": 0.1,
+            "cached": cached, "usd": usd, "phase": "search", "purpose": "q"}
+
+
+DENSE_PAIR = [0.6123, 0.6481]  # PairAcc over two seeds
+DENSE_V2 = [0.2011, 0.2398]
+DENSE_NDCG = [0.5012, 0.5530]
+
+
+@pytest.fixture()
+def store(tmp_path: Path):
+    s = Store(tmp_path / "results.sqlite")
+    s.save_benchmark(BenchmarkInfo(
+        "nevir", "nevirv1", "constraint", ["PairAcc", "V@2", "nDCG@10", "FVR@10"],
+        {"queries": 10, "judged_queries": 8, "documents": 20, "pairs": 4},
+        "Negation pairs <b>x</b>&"))
+    s.save_benchmark(BenchmarkInfo(
+        "diag/exclusion", "exclv1", "constraint", ["V@2", "nDCG@10"],
+        {"queries": 6, "judged_queries": 6, "documents": 30, "pairs": 0}, "Exclusion probes"))
+    s.save_benchmark(BenchmarkInfo(
+        "beir/scifact", "scifv1", "topical", ["nDCG@10", "R@100"],
+        {"queries": 300, "judged_queries": 300, "documents": 5183, "pairs": 0}, "SciFact"))
+    s.save_benchmark(BenchmarkInfo(
+        "toolbank/numpy", "tbv1", "completeness", ["Comp@5", "nDCG@10"],
+        {"queries": 50, "judged_queries": 50, "documents": 400}, "Tool sets"))
+
+    # nevir: PairAcc order xss > bm25 > dense > hyde; V@2 lowest is hyde
+    s.save(record("bm25", "bm25hash00", "nevir", "nevirv1", 0,
+                  {"PairAcc": mv(0.6725, 4, 0.6312, 0.7149), "V@2": mv(0.3104, 5, 0.25, 0.37),
+                   "nDCG@10": mv(0.4444, 8, 0.40, 0.49), "FVR@10": mv(3.456, 5, 3.0, 3.9)},
+                  n_missing=2,
+                  phases={"index": {"wall_s": 1.25, "cpu_s": 1.0, "items": 20},
+                          "search": {"wall_s": 0.5, "cpu_s": 0.25, "items": 8},
+                          "evaluate": {"wall_s": 0.1, "cpu_s": 0.5, "items": 8}}))
+    for seed, (p, v, n) in enumerate(zip(DENSE_PAIR, DENSE_V2, DENSE_NDCG)):
+        s.save(record("dense", "densehash0", "nevir", "nevirv1", seed,
+                      {"PairAcc": mv(p, 4, p - 0.05, p + 0.05), "V@2": mv(v, 5, v - 0.1, v + 0.1),
+                       "nDCG@10": mv(n, 8)},
+                      phases={"fit": {"wall_s": 2.0, "cpu_s": 2.0, "items": 0},
+                              "index": {"wall_s": 1.0, "cpu_s": 1.0, "items": 20},
+                              "search": {"wall_s": 1.0 + 2 * seed, "cpu_s": 1.0, "items": 8}}))
+    s.save(record(XSS, "xsshash000", "nevir", "nevirv1", 0,
+                  {"PairAcc": mv(0.9, 4, 0.8, 1.0), "V@2": mv(0.5, 5), "nDCG@10": mv(0.3)}))
+    s.save(record("hyde", "hydehash00", "nevir", "nevirv1", 0,
+                  {"PairAcc": mv(0.25, 4), "V@2": mv(0.1, 5), "nDCG@10": mv(0.2)},
+                  phases={"search": {"wall_s": 4.0, "cpu_s": 1.0, "items": 8}},
+                  llm_calls=[call(0.001), call(None), call(0.002, cached=True)]))
+
+    # diag/exclusion: first measure V@2 is lower-is-better → ascending
+    s.save(record("bm25", "bm25hash00", "diag/exclusion", "exclv1", 0,
+                  {"V@2": mv(0.40, 6), "nDCG@10": mv(0.70, 6)}, n_queries=6,
+                  llm_calls=[call(0.001), call(0.002), call(0.5, cached=True)]))
+    s.save(record("dense", "densehash0", "diag/exclusion", "exclv1", 0,
+                  {"V@2": mv(0.15, 6), "nDCG@10": mv(0.60, 6)}, n_queries=6,
+                  llm_calls=[call(None, cached=True)]))
+
+    # beir/scifact: two configurations share the label "tuned"
+    s.save(record("tuned", "abc123ffff", "beir/scifact", "scifv1", 0,
+                  {"nDCG@10": mv(0.66, 300), "R@100": mv(0.9, 300)}, n_queries=300))
+    s.save(record("tuned", "def456eeee", "beir/scifact", "scifv1", 0,
+                  {"nDCG@10": mv(0.70, 300), "R@100": mv(0.85, 300)}, n_queries=300))
+
+    s.save(record("bm25", "bm25hash00", "toolbank/numpy", "tbv1", 0,
+                  {"Comp@5": mv(0.2, 40), "nDCG@10": mv(0.5, 50)}, n_queries=50))
+
+    # a benchmark the store does not describe: fall back to the measures present
+    s.save(record("bm25", "bm25hash00", "my-data", "mdv1", 0,
+                  {"nDCG@10": mv(0.31), "MAP@10": mv(0.22)}))
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def page(store, tmp_path):
+    path = render_site(store, tmp_path / "site",
+                       generated_at=dt.datetime(2025, 1, 2, 3, 4, tzinfo=dt.timezone.utc))
+    html = path.read_text(encoding="utf-8")
+    return path, html, parse(html)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_sections_rows_and_header(page, store):
+    path, html, root = page
+    assert path.name == "index.html" and path.is_file()
+    assert "beyondsim leaderboard" in html
+    assert "2025-01-02 03:04 UTC" in html
+    header = root.find("header").text()
+    assert "11 results" in header and HV in header
+
+    ids = [n.attrs["id"] for n in root.iter("section", "benchmark")]
+    # task order (constraint, completeness, topical, undescribed), then name
+    assert ids == ["bench-diag-exclusion", "bench-nevir", "bench-toolbank-numpy",
+                   "bench-beir-scifact", "bench-my-data"]
+    _, rows = results_table(root, "bench-nevir")
+    assert {label(r) for r in rows} == {"bm25", "dense", XSS, "hyde"}
+    sec = by_id(root, "bench-nevir")
+    assert "constraint" in sec.find("h2").text()
+    meta = sec.find("p", "meta").text()
+    assert "nevirv1" in meta and "10 queries" in meta and "8 judged queries" in meta
+    assert "20 documents" in meta and "4 pairs" in meta
+    # pairs == 0 is not shown
+    assert "pairs" not in by_id(root, "bench-beir-scifact").find("p", "meta").text()
+    assert "5,183 documents" in by_id(root, "bench-beir-scifact").find("p", "meta").text()
+
+
+def test_values_formatted_and_seed_aggregation(page):
+    _, _, root = page
+    measures, rows = results_table(root, "bench-nevir")
+    assert measures == ["PairAcc", "V@2", "nDCG@10", "FVR@10"]
+    row = {label(r): r for r in rows}
+    bm25 = row["bm25"]
+    assert value(bm25["PairAcc"]) == "0.673"  # 0.6725 rounds half up
+    assert extra(bm25["PairAcc"]) == "[0.63, 0.71]"
+    assert value(bm25["V@2"]) == "0.310"
+    assert value(bm25["FVR@10"]) == "3.46"  # FVR has two decimals
+    assert bm25["seeds"].text().strip() == "1"
+    assert "8" in bm25["queries"].text() and "(2 missing)" in bm25["queries"].text()
+
+    dense = row["dense"]
+    for m, vals in (("PairAcc", DENSE_PAIR), ("V@2", DENSE_V2), ("nDCG@10", DENSE_NDCG)):
+        assert value(dense[m]) == f"{np.mean(vals):.3f}"
+        assert extra(dense[m]) == f"± {np.std(vals, ddof=1):.3f}"
+    assert dense["seeds"].text().strip() == "2"
+    assert "missing" not in dense["queries"].text()
+    # dense has no FVR@10 → dash, no CI
+    assert value(dense["FVR@10"]) == "–" and extra(dense["FVR@10"]) == ""
+    # a single seed without a stored CI shows no bracket
+    assert extra(row[XSS]["nDCG@10"]) == ""
+
+
+def test_best_bold_and_sort_order(page):
+    _, html, root = page
+    _, rows = results_table(root, "bench-nevir")
+    # sorted by PairAcc, descending
+    assert [label(r) for r in rows] == [XSS, "bm25", "dense", "hyde"]
+
+    def bold(m):
+        return [label(r) for r in rows if "best" in r[m].classes]
+
+    assert bold("PairAcc") == [XSS]
+    assert bold("V@2") == ["hyde"]  # lower is better: the LOWEST value
+    assert bold("nDCG@10") == ["dense"]
+    assert bold("FVR@10") == ["bm25"]  # the only value present
+    assert "td.best .value { font-weight: 700; }" in html
+
+    # a section whose first measure is lower-is-better sorts ascending
+    _, excl = results_table(root, "bench-diag-exclusion")
+    assert [label(r) for r in excl] == ["dense", "bm25"]
+    assert [label(r) for r in excl if "best" in r["V@2"].classes] == ["dense"]
+    assert [label(r) for r in excl if "best" in r["nDCG@10"].classes] == ["bm25"]
+
+    # direction arrows
+    heads = {th.attrs["data-measure"]: th.text() for th in by_id(root, "bench-nevir").iter("th")
+             if "data-measure" in th.attrs}
+    assert "↓" in heads["V@2"] and "↑" not in heads["V@2"]
+    assert "↑" in heads["PairAcc"] and "↑" in heads["FVR@10"]
+    # the count beside V@k / FVR@k when it differs from n_queries; not beside PairAcc
+    assert "n=5" in heads["V@2"] and "n=5" in heads["FVR@10"] and "n=" not in heads["PairAcc"]
+    tb = {th.attrs["data-measure"]: th.text() for th in by_id(root, "bench-toolbank-numpy").iter("th")
+          if "data-measure" in th.attrs}
+    assert "n=40" in tb["Comp@5"] and "n=" not in tb["nDCG@10"]
+
+
+def test_label_disambiguation_and_fallback(page):
+    _, _, root = page
+    _, sci = results_table(root, "bench-beir-scifact")
+    assert [label(r) for r in sci] == ["tuned (def456)", "tuned (abc123)"]
+    measures, md = results_table(root, "bench-my-data")
+    assert measures == ["nDCG@10", "MAP@10"]
+    assert value(md[0]["nDCG@10"]) == "0.310" and value(md[0]["MAP@10"]) == "0.220"
+    # labels with a single spec hash stay as they are
+    _, nev = results_table(root, "bench-nevir")
+    assert "bm25" in [label(r) for r in nev]
+
+
+def test_escaping(page):
+    _, html, root = page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script" not in html.lower()
+    assert "Negation pairs &lt;b&gt;x&lt;/b&gt;&amp;" in html
+    assert "<b>x</b>" not in html
+    # the parsed text round-trips to the original strings
+    assert XSS in by_id(root, "bench-nevir").text()
+    assert "Negation pairs <b>x</b>&" in by_id(root, "bench-nevir").find("p", "description").text()
+
+
+def test_self_contained(page):
+    _, html, _ = page
+    assert "http://" not in html and "https://" not in html
+    assert "<link" not in html.lower() and "<script" not in html.lower()
+    assert "<img" not in html.lower() and "@import" not in html and "url(" not in html
+    assert html.count("<style>") == 1
+    assert "font-variant-numeric: tabular-nums" in html
+
+
+def test_efficiency(page):
+    _, _, root = page
+    rows = efficiency_rows(root)
+    by = {(r["retriever"], r["benchmark"]): r for r in rows}
+    assert len(rows) == 10
+    bm25 = by[("bm25", "nevir")]
+    assert bm25["offline s"] == "1.25"  # index only
+    assert bm25["online s"] == "0.50"
+    assert bm25["queries/s"] == f"{8 / 0.5:.1f}"
+    assert bm25["CPU s"] == "1.75"  # all phases
+    assert bm25["LLM calls"] == "–" and bm25["tokens"] == "–" and bm25["USD"] == "$0"
+    dense = by[("dense", "nevir")]
+    assert dense["offline s"] == "3.00"  # fit + index
+    assert dense["online s"] == "2.00"  # mean of 1 and 3 seconds
+    assert dense["queries/s"] == f"{np.mean([8 / 1.0, 8 / 3.0]):.1f}"
+    assert dense["seeds"] == "2"
+    hyde = by[("hyde", "nevir")]
+    assert hyde["USD"] == "unknown"  # a billed call without a price
+    assert hyde["LLM calls"] == "3 (1 cached)" and hyde["tokens"] == "360"
+    assert hyde["queries/s"] == "2.0" and hyde["offline s"] == "–"
+    # priced calls: the cached one is not billed
+    assert by[("bm25", "diag/exclusion")]["USD"] == "$0.0030"
+    # only cached calls, even unpriced: nothing billed
+    assert by[("dense", "diag/exclusion")]["USD"] == "$0"
+    assert by[("dense", "diag/exclusion")]["LLM calls"] == "1 (1 cached)"
+
+
+def test_summary_rows_match_page(page, store):
+    _, _, root = page
+    rows = summary_rows(store)
+    nevir = [r for r in rows if r["benchmark"] == "nevir"]
+    assert [r["label"] for r in nevir] == [label(r) for r in results_table(root, "bench-nevir")[1]]
+    dense = next(r for r in nevir if r["label"] == "dense")
+    assert dense["seeds"] == 2 and dense["spec_hash"] == "densehash0"
+    assert dense["PairAcc"] == pytest.approx(np.mean(DENSE_PAIR))
+    assert dense["FVR@10"] is None
+    assert list(dense)[-4:] == ["PairAcc", "V@2", "nDCG@10", "FVR@10"]
+    assert [r["benchmark"] for r in rows][0] == "diag/exclusion"
+    assert {r["label"] for r in rows if r["benchmark"] == "beir/scifact"} == {"tuned (abc123)", "tuned (def456)"}
+
+
+def test_latest_result_per_seed_and_single_seed_ci(tmp_path):
+    s = Store(tmp_path / "results.sqlite")
+    s.save_benchmark(BenchmarkInfo("b", "v", "topical", ["nDCG@10"], {}))
+    old = record("x", "h", "b", "v", 0, {"nDCG@10": mv(0.1)}, created_at="2024-01-01T00:00:00+00:00")
+    new = record("x", "h", "b", "v", 0, {"nDCG@10": mv(0.2, 8, 0.15, 0.25)},
+                 created_at="2025-01-01T00:00:00+00:00")
+    new.harness_version, new.key = "0.2.0", result_key("h", "v", 0, 100, "0.2.0")
+    s.save(old)
+    s.save(new)
+    _, rows = results_table(parse(render_site(s, tmp_path / "o").read_text()), "bench-b")
+    assert len(rows) == 1 and value(rows[0]["nDCG@10"]) == "0.200"
+    assert extra(rows[0]["nDCG@10"]) == "[0.15, 0.25]" and rows[0]["seeds"].text().strip() == "1"
+
+
+def test_slugs_are_safe_and_unique(tmp_path):
+    s = Store(tmp_path / "results.sqlite")
+    names = ["a/b", "a-b", '"><img src=x>', "Ünïcode Bench"]
+    for i, name in enumerate(names):
+        s.save(record("r", "h", name, f"v{i}", 0, {"nDCG@10": mv(0.5)}))
+    html = render_site(s, tmp_path / "o").read_text()
+    root = parse(html)
+    ids = [n.attrs["id"] for n in root.iter("section", "benchmark")]
+    assert len(ids) == len(set(ids)) == 4
+    assert all(re.fullmatch(r"[a-z0-9-]+", i) for i in ids)
+    hrefs = [a.attrs["href"] for a in root.iter("a")]
+    assert all(re.fullmatch(r"#[a-z0-9-]+", h) for h in hrefs)
+    assert "<img" not in html
+    assert site_mod.slugify("A/B c", set()) == "a-b-c"
+
+
+def test_empty_store_and_autoescape(tmp_path):
+    s = Store(tmp_path / "results.sqlite")
+    html = render_site(s, tmp_path / "o", title="T & <i>").read_text()
+    assert "T &amp; &lt;i&gt;" in html and "0 results" in html
+    parse(html)
+    assert site_mod._environment().autoescape is True
+    templates = Path(site_mod.__file__).parent / "templates"
+    for t in templates.glob("*.html"):
+        assert "|safe" not in t.read_text().replace(" ", ""), t
+        assert "autoescape false" not in t.read_text(), t
+
+
+def test_measure_formatting():
+    assert site_mod.fmt_num(0.6725) == "0.673"
+    assert site_mod.fmt_num(0.6724) == "0.672"
+    assert site_mod.fmt_num(None) == "–" and site_mod.fmt_num(float("nan")) == "–"
+    assert site_mod.fmt_num(-0.0001) == "0.000"
+    assert site_mod.measure_decimals("FVR@10") == 2 and site_mod.measure_decimals("V@2") == 3
+    assert site_mod.measure_higher_is_better("V@2") is False
+    assert site_mod.measure_higher_is_better("FVR@10") is True
