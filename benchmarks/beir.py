@@ -1,10 +1,15 @@
 """BEIR datasets: ``beir/<name>`` from the data directory (or ``ir_datasets``), and any local
 BEIR-format folder given by its path.
 
-Conventions (both loaders): task ``topical``; a qrels grade ≥ 1 counts as relevant
+Conventions (both loaders): task ``topical``; a qrels grade >= 1 counts as relevant
 (``relevance_threshold = 1``); there are no violating documents. As in BEIR's own loader, only
-the queries that ``qrels/test.tsv`` judges are kept (``queries.jsonl`` usually holds every
+the queries that ``qrels/<split>.tsv`` judges are kept (``queries.jsonl`` usually holds every
 split's queries); the count in the file is kept in ``notes["queries_in_source"]``.
+
+Splits: the plain name is the test split (``qrels/test.tsv``). A ``:<split>`` suffix
+(``beir/scifact:train``, ``/data/my-set:train``) reads ``qrels/<split>.tsv`` instead, with the
+same corpus, and puts the query ids under ``splits[<split>]``; this is the name the runner asks
+for when a trainable retriever needs a train split.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ IRDS_DOCS = "https://ir-datasets.com/beir.html"
 
 # ir_datasets ids: these datasets have per-split subsets (``beir/<name>/test``); the others
 # (arguana, scidocs, trec-covid, nq, climate-fever, webis-touche2020, cqadupstack/<forum>) are
-# registered as ``beir/<name>`` with their test qrels.
+# registered as ``beir/<name>`` with their test qrels only.
 IRDS_WITH_SPLITS = frozenset(
     {"msmarco", "nfcorpus", "hotpotqa", "fiqa", "quora", "dbpedia-entity", "fever", "scifact"}
 )
@@ -46,27 +51,39 @@ LICENSES = {
 DEFAULT_LICENSE = "that of the original dataset (BEIR redistributes it; see https://github.com/beir-cellar/beir)"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+_SPLIT_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
-def beir_dataset(name: str) -> str:
-    """``beir/cqadupstack/android`` → ``cqadupstack/android``; rejects names that could leave
-    the data directory."""
+def parse_beir_name(name: str) -> tuple[str, str]:
+    """``beir/cqadupstack/android`` → ``("cqadupstack/android", "test")``;
+    ``beir/scifact:train`` → ``("scifact", "train")``. Rejects names that could leave the data
+    directory."""
     prefix = "beir/"
-    sub = name[len(prefix):] if name.startswith(prefix) else ""
-    if not _NAME_RE.fullmatch(sub) or ".." in sub.split("/"):
-        raise ValueError(f"not a BEIR benchmark name: {name!r} (expected 'beir/<dataset>', e.g. 'beir/scifact')")
-    return sub
+    rest = name[len(prefix):] if name.startswith(prefix) else ""
+    sub, sep, split = rest.partition(":")
+    if not sep:
+        split = "test"
+    if not _NAME_RE.fullmatch(sub) or ".." in sub.split("/") or not _SPLIT_RE.fullmatch(split):
+        raise ValueError(f"not a BEIR benchmark name: {name!r} (expected 'beir/<dataset>[:<split>]', "
+                         "e.g. 'beir/scifact')")
+    return sub, split
 
 
-def irds_ids(sub: str) -> list[str]:
-    """ir_datasets ids to try for a BEIR dataset, most likely first."""
-    with_split, bare = f"beir/{sub}/test", f"beir/{sub}"
+def split_suffix(split: str) -> str:
+    return "" if split == "test" else f":{split}"
+
+
+def irds_ids(sub: str, split: str = "test") -> list[str]:
+    """ir_datasets ids to try for a BEIR dataset split, most likely first."""
+    with_split, bare = f"beir/{sub}/{split}", f"beir/{sub}"
+    if split != "test":
+        return [with_split]
     return [with_split, bare] if sub in IRDS_WITH_SPLITS else [bare, with_split]
 
 
-def _describe(title: str, data: BeirData) -> str:
-    return (f"{title}: topical retrieval over {len(data.corpus):,} documents, "
-            f"{len(data.queries):,} test queries; a qrels grade >= 1 counts as relevant; "
+def _describe(title: str, split: str, data: BeirData) -> str:
+    return (f"{title} ({split} split): topical retrieval over {len(data.corpus):,} documents, "
+            f"{len(data.queries):,} judged queries; a qrels grade >= 1 counts as relevant; "
             "no violating documents.")
 
 
@@ -82,35 +99,36 @@ class BeirBenchmark(LoaderBase):
     task: ClassVar[str] = "topical"
     default_measures: ClassVar[tuple[str, ...]] = BEIR_MEASURES
     relevance_threshold: ClassVar[int] = 1
-    split: ClassVar[str] = "test"
 
     @classmethod
     def info(cls, name: str) -> DatasetInfo:
-        sub = beir_dataset(name)
+        sub, split = parse_beir_name(name)
         subdir = f"beir/{sub}"
-        ids = irds_ids(sub)
         return DatasetInfo(
-            name=name,
+            name=f"beir/{sub}{split_suffix(split)}",
             task=cls.task,
-            description=f"BEIR {sub} (test split): topical retrieval, qrels grade >= 1 is relevant.",
-            source=(f"ir_datasets id {ids[0]!r} ({IRDS_DOCS}), "
+            description=f"BEIR {sub} ({split} split): topical retrieval, qrels grade >= 1 is relevant.",
+            source=(f"ir_datasets id {irds_ids(sub, split)[0]!r} ({IRDS_DOCS}), "
                     f"or the BEIR zip {BEIR_ZIP.format(sub.split('/')[0])}"),
             license=LICENSES.get(sub, DEFAULT_LICENSE),
-            files=[join_rel(subdir, f) for f in beir_files(cls.split)],
+            files=[join_rel(subdir, f) for f in beir_files(split)],
             subdir=subdir,
         )
 
     @classmethod
     def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark:
-        sub = beir_dataset(name)
+        sub, split = parse_beir_name(name)
+        info = cls.info(name)
         if online and cls.missing_files(name, data_dir):
             data, source = cls._from_ir_datasets(name, Path(data_dir))
         else:
             root = cls.require(name, data_dir)
-            data, source = load_beir_folder(root, cls.split), cls.info(name).source
+            data, source = load_beir_folder(root, split), info.source
         return cls.build(
-            name, data.corpus, data.queries, Judgments(relevance=data.relevance),
-            description=_describe(f"BEIR {sub}", data), source=source, notes=data.notes,
+            info.name, data.corpus, data.queries, Judgments(relevance=data.relevance),
+            splits={split: [q.id for q in data.queries]},
+            description=_describe(f"BEIR {sub}", split, data), source=source, license=info.license,
+            notes=data.notes,
         )
 
     @classmethod
@@ -120,18 +138,18 @@ class BeirBenchmark(LoaderBase):
             import ir_datasets
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("online BEIR loading needs ir_datasets: pip install 'beyondsim[online]'") from e
-        sub = beir_dataset(name)
+        sub, split = parse_beir_name(name)
+        candidates = irds_ids(sub, split)
         dataset: Any = None
-        for ds_id in irds_ids(sub):
+        for ds_id in candidates:
             try:
                 dataset = ir_datasets.load(ds_id)
             except KeyError:
                 continue
             break
         if dataset is None:
-            info = cls.info(name)
             raise MissingDataError(name, Path(data_dir), cls.missing_files(name, data_dir),
-                                   f"{info.source} (ir_datasets knows none of {', '.join(irds_ids(sub))})")
+                                   f"{cls.info(name).source} (ir_datasets knows none of {', '.join(candidates)})")
         label = f"ir_datasets:{ds_id}"
         corpus = build_corpus(
             ((i, str(d.doc_id), getattr(d, "title", "") or "", d.text or "")
@@ -155,48 +173,52 @@ class BeirFolder(LoaderBase):
     """Any BEIR-format folder, named by its path (entry point ``folder``).
 
     The folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (header line
-    optional). The benchmark is named ``folder:<folder name>``; the resolved path is kept in
-    ``source`` and ``notes["path"]``. Results are keyed by the content hash (``version``), so two
-    different folders with the same name never share results. There is no online source.
+    optional); ``<path>:<split>`` reads ``qrels/<split>.tsv``. The benchmark is named by the
+    resolved absolute path (plus ``:<split>`` for a non-test split): unambiguous, and a name the
+    registry resolves back to this loader, so the runner can reload it or ask for its ``:train``
+    split. The folder's own name is kept in ``notes["folder_name"]``. There is no online source;
+    ``data_dir`` and ``online`` are ignored.
     """
 
     task: ClassVar[str] = "topical"
     default_measures: ClassVar[tuple[str, ...]] = BEIR_MEASURES
     relevance_threshold: ClassVar[int] = 1
-    split: ClassVar[str] = "test"
 
     @staticmethod
-    def resolve(name: str | Path) -> Path:
-        return Path(name).expanduser().resolve()
-
-    @classmethod
-    def benchmark_name(cls, name: str | Path) -> str:
-        return f"folder:{cls.resolve(name).name}"
+    def parse(name: str | Path) -> tuple[Path, str]:
+        """``(resolved folder, split)``; a trailing ``:<split>`` is a split unless the whole name is
+        an existing folder."""
+        raw = str(name)
+        path = Path(raw).expanduser()
+        head, sep, tail = raw.rpartition(":")
+        if not path.is_dir() and sep and head and _SPLIT_RE.fullmatch(tail):
+            return Path(head).expanduser().resolve(), tail
+        return path.resolve(), "test"
 
     @classmethod
     def info(cls, name: str) -> DatasetInfo:
         """``files`` are absolute paths (a data directory joined with them leaves them as they are)."""
-        path = cls.resolve(name)
+        path, split = cls.parse(name)
         return DatasetInfo(
-            name=cls.benchmark_name(name),
+            name=f"{path}{split_suffix(split)}",
             task=cls.task,
-            description=f"BEIR-format folder {path}: topical retrieval, qrels grade >= 1 is relevant.",
+            description=f"BEIR-format folder {path} ({split} split): topical retrieval, qrels grade >= 1 is relevant.",
             source=f"local BEIR-format folder {path}",
             license="unknown (local folder)",
-            files=[str(path / f) for f in beir_files(cls.split)],
+            files=[str(path / f) for f in beir_files(split)],
             subdir=str(path),
         )
 
     @classmethod
     def load(cls, name: str, data_dir: Path | None = None, online: bool = False) -> Benchmark:
-        """``data_dir`` and ``online`` are accepted for the loader interface and ignored."""
-        path = cls.resolve(name)
+        path, split = cls.parse(name)
         info = cls.info(name)
         cls.require(name, path)
-        data = load_beir_folder(path, cls.split)
-        data.notes["path"] = str(path)
+        data = load_beir_folder(path, split)
+        data.notes.update(path=str(path), folder_name=path.name)
         return cls.build(
             info.name, data.corpus, data.queries, Judgments(relevance=data.relevance),
-            description=_describe(f"BEIR-format folder {path.name}", data),
+            splits={split: [q.id for q in data.queries]},
+            description=_describe(f"BEIR-format folder {path.name}", split, data),
             source=info.source, license=info.license, notes=data.notes,
         )

@@ -245,10 +245,11 @@ def get_id_list(obj: dict[str, Any], name: str, origin: Origin, line: int | None
 
 
 def beir_corpus_records(path: Path) -> Iterator[tuple[int, str, str, str]]:
-    """``corpus.jsonl`` rows ``{"_id", "title"?, "text"}`` as ``(line, id, title, text)``."""
+    """``corpus.jsonl`` rows ``{"_id", "title"?, "text"}`` as ``(line, id, title, text)``; a missing
+    or null title is ``""``."""
     for line, obj in iter_jsonl(path):
         doc_id = get_field(obj, "_id", path, line)
-        title = get_field(obj, "title", path, line, default="") or ""
+        title = get_field(obj, "title", path, line, kind=(str, type(None)), default="") or ""
         text = get_field(obj, "text", path, line)
         yield line, doc_id, title, text
 

@@ -72,7 +72,7 @@ class RichProgress:
 
 
 def fail(msg: str, code: int = 2) -> None:
-    console.print(Text("error: ", style="bold red") + Text(msg))
+    console.print(Text("error: ", style="bold red") + Text(msg), soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -148,13 +148,13 @@ def run(
                         extra_measures=tuple(measure or ()))
     store = Store(settings.home / "results.sqlite")
     with RichProgress(console) as progress:
-        runner = Runner(settings, store, progress, log=lambda m: console.print(m, highlight=False, markup=False))
+        runner = Runner(settings, store, progress, log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
         try:
             outcomes = runner.run(specs, benches, seed_list)
         except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
             fail(str(e))
     _print_outcomes(outcomes)
-    console.print(f"results store: {store.path}", highlight=False)
+    console.print(f"results store: {store.path}", highlight=False, soft_wrap=True)
     if leaderboard_dir is not None:
         _render(store, leaderboard_dir)
 
@@ -193,7 +193,7 @@ def _render(store: Store, out_dir: Path) -> Path:
     from reports import render_site  # the composition root may import reports
 
     index = render_site(store, out_dir)
-    console.print(f"leaderboard written to {index.resolve()}", highlight=False)
+    console.print(f"leaderboard written to {index.resolve()}", highlight=False, soft_wrap=True)
     return index
 
 

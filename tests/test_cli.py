@@ -1,0 +1,141 @@
+"""End to end through the CLI: run, skip-on-rerun, --force, export, audit, list, leaderboard —
+on a BEIR-format folder given by path, with the network blocked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.store import Store
+
+DOCS = {
+    "d1": "Aspirin reduces the risk of heart attack in adults.",
+    "d2": "Aspirin does not reduce the risk of stroke in children.",
+    "d3": "Vitamin D supplements improve bone density in older women.",
+    "d4": "Regular exercise lowers blood pressure and improves heart health.",
+    "d5": "Smoking increases the risk of lung cancer significantly.",
+    "d6": "Green tea consumption is linked to lower cholesterol levels.",
+}
+QUERIES = {"q1": "aspirin against heart attack", "q2": "exercise and blood pressure",
+           "q3": "vitamin D and bones", "q4": "an unjudged query"}
+QRELS = [("q1", "d1", 1), ("q2", "d4", 1), ("q3", "d3", 1), ("q3", "d4", 0)]
+
+
+def make_beir(root: Path) -> Path:
+    root.mkdir(parents=True)
+    with open(root / "corpus.jsonl", "w") as f:
+        for i, t in DOCS.items():
+            f.write(json.dumps({"_id": i, "title": "", "text": t}) + "\n")
+    with open(root / "queries.jsonl", "w") as f:
+        for i, t in QUERIES.items():
+            f.write(json.dumps({"_id": i, "text": t}) + "\n")
+    (root / "qrels").mkdir()
+    with open(root / "qrels" / "test.tsv", "w") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for q, d, r in QRELS:
+            f.write(f"{q}\t{d}\t{r}\n")
+    return root
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    return make_beir(tmp_path / "tiny-med")
+
+
+def invoke(*args: str):
+    res = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    return res
+
+
+def test_run_skip_force_export_audit_leaderboard(dataset: Path, home: Path, tmp_path: Path, no_network) -> None:
+    res = invoke("run", "bm25", "dense", "--benchmark", str(dataset), "--k", "5")
+    assert res.exit_code == 0, res.output
+    store = Store(home / "results.sqlite")
+    recs = store.results()
+    assert sorted(r.retriever for r in recs) == ["bm25", "dense"]
+    bm25 = next(r for r in recs if r.retriever == "bm25")
+    assert bm25.n_queries == 3  # only judged queries are scored
+    assert bm25.measures["P@1"].mean == pytest.approx(1.0)  # lexical matches are unambiguous here
+    assert set(bm25.phases) >= {"load", "index", "search", "evaluate"}
+    assert bm25.phases["search"]["items"] == 3
+    assert bm25.provenance["class"] == "retrievers.bm25:BM25Retriever"
+
+    res2 = invoke("run", "bm25", "dense", "--benchmark", str(dataset), "--k", "5")
+    assert res2.exit_code == 0 and res2.output.count("result exists") == 2
+    assert len(store.results()) == 2
+
+    res3 = invoke("run", "bm25", "--benchmark", str(dataset), "--k", "5", "--force")
+    assert res3.exit_code == 0 and "result exists" not in res3.output
+    assert len(store.results()) == 2
+    assert store.results(retriever="bm25")[0].created_at >= bm25.created_at
+
+    res4 = invoke("run", "bm25", "--benchmark", str(dataset), "--k", "5", "-p", "bm25.k1=0.9", "--seeds", "2")
+    assert res4.exit_code == 0
+    assert len(store.results(retriever="bm25")) == 3  # a new spec hash, seeds 0 and 1
+
+    exp = invoke("export", "-")
+    lines = [json.loads(line) for line in exp.stdout.splitlines() if line.strip()]
+    assert len(lines) == 4
+    first = lines[0]
+    assert first["schema"] == 1 and "per_query" in first and first["per_query"]["nDCG@10"]
+    assert first["rankings"] and first["benchmark_info"]["task"] == "topical"
+
+    audit = invoke("audit", "--format", "json")
+    rows = json.loads(audit.stdout)
+    assert {r["retriever"] for r in rows} == {"bm25", "dense"}
+    assert all(r["llm_calls"] == 0 and r["usd"] == 0 for r in rows)
+
+    out = tmp_path / "site"
+    lb = invoke("leaderboard", "--out", str(out))
+    assert lb.exit_code == 0
+    html = (out / "index.html").read_text()
+    assert "bm25" in html and "dense" in html and "tiny-med" in html
+    assert no_network == []
+
+
+def test_import_roundtrip_and_version_refusal(dataset: Path, home: Path, tmp_path: Path) -> None:
+    assert invoke("run", "bm25", "--benchmark", str(dataset), "--k", "5").exit_code == 0
+    dump = tmp_path / "dump.jsonl"
+    assert invoke("export", str(dump)).exit_code == 0
+    other = tmp_path / "other-home"
+    res = CliRunner().invoke(app, ["import", str(dump), "--home", str(other)])
+    assert res.exit_code == 0 and "imported 1" in res.output
+    src, dst = Store(home / "results.sqlite").results(full=True)[0], Store(other / "results.sqlite").results(full=True)[0]
+    assert dst.key == src.key and dst.per_query == src.per_query and dst.rankings == src.rankings
+    res = CliRunner().invoke(app, ["import", str(dump), "--home", str(other)])
+    assert "1 already present" in res.output
+    # a result computed on another version of the benchmark is refused
+    rec = json.loads(dump.read_text().splitlines()[0])
+    rec["benchmark_version"], rec["key"] = "0" * 16, "x" * 24
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rec) + "\n")
+    res = CliRunner().invoke(app, ["import", str(bad)])
+    assert res.exit_code == 2 and "refusing to mix" in res.output
+
+
+def test_clear_errors(dataset: Path, home: Path, tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["run", "nosuch", "--benchmark", str(dataset)])
+    assert res.exit_code == 2 and "unknown retriever 'nosuch'" in res.output
+    res = CliRunner().invoke(app, ["run", "bm25", "--benchmark", str(dataset), "-p", "bm25.k3=1"])
+    assert res.exit_code == 2 and "unknown parameter(s) k3" in res.output
+    res = CliRunner().invoke(app, ["run", "bm25", "--benchmark", "no-such-benchmark"])
+    assert res.exit_code == 2 and "unknown benchmark" in res.output
+    bad = tmp_path / "bad"
+    make_beir(bad)
+    with open(bad / "qrels" / "test.tsv", "a") as f:
+        f.write("q1\tnot-a-doc\t1\n")
+    res = CliRunner().invoke(app, ["run", "bm25", "--benchmark", str(bad)])
+    assert res.exit_code == 2 and "test.tsv:6" in res.output and "not-a-doc" in res.output
+
+
+def test_list_commands(home: Path) -> None:
+    res = invoke("list", "retrievers")
+    assert res.exit_code == 0 and "bm25" in res.stdout and "dense" in res.stdout
+    res = invoke("list", "suites")
+    assert res.exit_code == 0 and "demo" in res.stdout
+    res = invoke("list", "benchmarks")
+    assert res.exit_code == 0 and "nevir" in res.stdout and "negconstraint" in res.stdout
