@@ -34,7 +34,7 @@ app.add_typer(list_app, name="list")
 app.add_typer(data_app, name="data")
 
 console = Console(stderr=True)
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def home_dir(home: Optional[Path] = None) -> Path:
@@ -171,8 +171,7 @@ def _print_outcomes(outcomes: list) -> None:
         if o.record is not None:
             by_bench.setdefault(o.benchmark, []).append(o)
     for bname, items in by_bench.items():
-        rec0 = items[0].record
-        shown = [m for m in rec0.measures][:8]
+        shown = [m for m in items[0].headline if m in items[0].record.measures]
         t = Table(title=f"{bname}", title_justify="left")
         t.add_column("retriever")
         t.add_column("seed", justify="right")

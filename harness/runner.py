@@ -58,9 +58,9 @@ class Outcome:
     benchmark: str
     seed: int
     key: str
-    status: str  # "done" | "skipped" | "failed"
+    status: str  # "done" | "skipped"
     record: ResultRecord | None = None
-    error: str = ""
+    headline: tuple[str, ...] = ()  # the benchmark's default measures, for summaries
 
 
 def seed_everything(seed: int) -> None:
@@ -201,11 +201,12 @@ class Runner:
                     if self.store.has(key) and not self.s.force:
                         self.log(f"skip {spec.display} on {bench.name} (seed {seed}): result exists "
                                  f"[{key}] — use --force to recompute")
-                        outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key)))
+                        outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key),
+                                                bench.default_measures))
                         continue
                     rec = self.run_one(spec, bench, seed, load_s)
                     self.store.save(rec, replace=self.s.force)
-                    outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec))
+                    outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec, bench.default_measures))
         return outcomes
 
     def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0) -> ResultRecord:

@@ -1,0 +1,35 @@
+# The two quick-start commands (README): `make demo` and `make test`.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test test-slow install install-test clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-test: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+
+## Install, run the demo suite (bm25 + dense on nevir, negconstraint, diag/antonym, beir/scifact)
+## offline, and write the leaderboard to leaderboard/index.html.
+demo: install
+	$(BIN)/beyondsim run --suite demo --leaderboard leaderboard
+
+## Install the test dependencies and run the default test suite.
+test: install-test
+	$(BIN)/python -m pytest -q
+
+## Slow / model-heavy tests (CI runs them too); pytest's exit 5 (nothing selected) is not a failure.
+test-slow: install-test
+	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]
+
+clean:
+	rm -rf $(VENV) leaderboard *.egg-info
