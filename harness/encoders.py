@@ -96,6 +96,9 @@ def default_device() -> str:
 def load_encoder(name: str, device: str | None = None, max_length: int | None = None) -> Any:
     """A ``SentenceTransformer`` for ``name`` (local dir, packaged alias or hub name)."""
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # rich draws our progress; keep the log clean
 
     rm = resolve_model(name)
     try:
@@ -180,7 +183,9 @@ class EncoderPool:
                 return arr
         self.stats["cache_misses"] += 1
         model = self.model(name, max_length)
-        inputs = [prefix + t for t in texts]
+        # Longest first across the whole list (not per chunk), so batches carry little padding.
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        inputs = [prefix + texts[i] for i in order]
         parts: list[np.ndarray] = []
         track = self.progress.track(len(inputs), description) if self.progress else None
         advance: Callable[[int], None] = lambda n: None  # noqa: E731
@@ -197,7 +202,9 @@ class EncoderPool:
             if track is not None:
                 track.__exit__(None, None, None)
         dim = model.get_sentence_embedding_dimension() if not parts else parts[0].shape[1]
-        arr = np.concatenate(parts) if parts else np.zeros((0, dim or 0), dtype=np.float32)
+        arr = np.empty((len(texts), dim or 0), dtype=np.float32)
+        if parts:
+            arr[order] = np.concatenate(parts)
         self.stats["encoded"] += len(texts)
         if path is not None:
             atomic_save_npy(path, arr)

@@ -214,7 +214,7 @@ def looks_like_path(name: str) -> bool:
 
 def get_benchmark_loader(name: str) -> tuple[type, str]:
     """Return ``(loader class, name)``. A path to a folder uses the ``folder`` loader;
-    ``family/x`` falls back to a ``family/*`` entry point."""
+    ``name:split`` uses the loader of ``name``; ``family/x`` falls back to a ``family/*`` entry point."""
     if name in _benchmarks:
         return _benchmarks[name], name
     eps = _entry_points(BENCHMARK_GROUP)
@@ -224,8 +224,14 @@ def get_benchmark_loader(name: str) -> tuple[type, str]:
         if FOLDER_LOADER not in eps:
             raise RegistryError("no benchmark loader for folders is installed (entry point 'folder')")
         return _load_benchmark_ep(FOLDER_LOADER), name
-    family = name.split("/", 1)[0] + "/*"
-    if "/" in name and family in eps:
+    base = name.split(":", 1)[0]  # "<name>:<split>", e.g. nevir:train
+    if base != name:
+        if base in _benchmarks:
+            return _benchmarks[base], name
+        if base in eps and base != FOLDER_LOADER:
+            return _load_benchmark_ep(base), name
+    family = base.split("/", 1)[0] + "/*"
+    if "/" in base and family in eps:
         return _load_benchmark_ep(family), name
     raise RegistryError(
         f"unknown benchmark {name!r}. Known: {', '.join(benchmark_names())}; "

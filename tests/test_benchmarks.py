@@ -583,9 +583,6 @@ def test_registry_resolves_loaders(tmp_path: Path) -> None:
     assert get_benchmark_loader("beir/scifact:train")[0] is BeirBenchmark
 
 
-@pytest.mark.xfail(strict=True, raises=LookupError,
-                   reason="harness/registry.py resolves no '<name>:<split>' for a family without '/', "
-                          "so the runner cannot find 'nevir:train'; remove this mark once it does")
 def test_registry_resolves_nevir_splits() -> None:
     from harness.registry import get_benchmark_loader
 

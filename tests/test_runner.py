@@ -1,0 +1,107 @@
+"""Runner behaviour: user retrievers by module:Class, protocol validation, train-split isolation,
+atomic results, and the real BM25 figure on SciFact."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.registry import make_spec
+from harness.runner import Runner, Settings
+from harness.store import Store
+from tests.test_cli import make_beir
+
+USER_MODULE = '''
+from dataclasses import dataclass
+from harness.types import Run
+
+@dataclass(frozen=True)
+class EchoParams:
+    boost: float = 1.0
+
+class Echo:
+    """Ranks documents by how many query characters they share (a deterministic toy)."""
+    Params = EchoParams
+    fitted_on = []
+
+    def __init__(self, params=None):
+        self.params = params or EchoParams()
+
+    def fit(self, benchmark, ctx):
+        Echo.fitted_on.append((benchmark.name, sorted(q.id for q in benchmark.eval_queries)))
+
+    def index(self, corpus, ctx):
+        self.docs = [(d.id, set(d.text.lower())) for d in corpus]
+
+    def search(self, queries, k, ctx):
+        run = Run()
+        for q in queries:
+            s = sorted(((len(set(q.text.lower()) & chars) * self.params.boost, -i, d)
+                        for i, (d, chars) in enumerate(self.docs)), reverse=True)[:k]
+            run[q.id] = [(d, float(v)) for v, _, d in s]
+        return run
+
+class Broken:
+    def index(self, corpus, ctx):
+        pass
+'''
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "userpkg_echo.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "userpkg_echo"
+    sys.modules.pop("userpkg_echo", None)
+
+
+def with_train_split(root: Path) -> Path:
+    with open(root / "queries.jsonl", "a") as f:
+        f.write(json.dumps({"_id": "t1", "text": "aspirin stroke children"}) + "\n")
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nt1\td2\t1\n")
+    return root
+
+
+def test_user_class_trains_on_train_split_only(tmp_path: Path, user_module: str) -> None:
+    data = with_train_split(make_beir(tmp_path / "ds"))
+    store = Store(tmp_path / "h" / "results.sqlite")
+    runner = Runner(Settings(home=tmp_path / "h", k=5), store, log=lambda m: None)
+    spec = make_spec(f"{user_module}:Echo", {"boost": "2.0"})
+    assert spec.params == {"boost": 2.0}
+    [out] = runner.run([spec], [str(data)], [0])
+    mod = sys.modules[user_module]
+    assert mod.Echo.fitted_on == [(f"{data.resolve()}:train", ["t1"])]  # never the scored queries
+    rec = store.get(out.key, full=True)
+    assert rec.n_queries == 3 and rec.provenance["class"] == f"{user_module}:Echo"
+    assert rec.phases["fit"]["items"] == 1
+
+
+def test_protocol_checked_before_any_work(tmp_path: Path, user_module: str) -> None:
+    store = Store(tmp_path / "results.sqlite")
+    runner = Runner(Settings(home=tmp_path, k=5), store, log=lambda m: None)
+    with pytest.raises(TypeError, match=r"missing: search"):
+        runner.run([make_spec(f"{user_module}:Broken")], ["no-such-benchmark-is-loaded"], [0])
+
+
+def test_failed_search_leaves_no_partial_result(tmp_path: Path, user_module: str, monkeypatch) -> None:
+    data = with_train_split(make_beir(tmp_path / "ds"))
+    store = Store(tmp_path / "h" / "results.sqlite")
+    runner = Runner(Settings(home=tmp_path / "h", k=5), store, log=lambda m: None)
+    mod = __import__(user_module)
+    monkeypatch.setattr(mod.Echo, "search", lambda self, q, k, ctx: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.run([make_spec(f"{user_module}:Echo")], [str(data)], [0])
+    assert store.results() == []
+
+
+def test_bm25_scifact_ndcg_in_known_range(tmp_path: Path, shared_data: Path) -> None:
+    store = Store(tmp_path / "results.sqlite")
+    runner = Runner(Settings(home=tmp_path, data_dir=shared_data, bootstrap=200), store, log=lambda m: None)
+    [out] = runner.run([make_spec("bm25")], ["beir/scifact"], [0])
+    ndcg = out.record.measures["nDCG@10"].mean
+    assert 0.65 <= ndcg <= 0.69, ndcg  # BM25 on SciFact: ~0.665 (BEIR, Pyserini)
+    assert out.record.n_queries == 300
