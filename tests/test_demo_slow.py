@@ -1,0 +1,44 @@
+"""The demo suite end to end (slow: encodes ~11k passages with MiniLM on the CPU), offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp_path: Path, no_network) -> None:
+    res = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data),
+                                   "--leaderboard", str(tmp_path / "lb")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    store = Store(home / "results.sqlite")
+    got = {(r.retriever, r.benchmark): r for r in store.results()}
+    assert len(got) == 8
+    m = {k: {n: v.mean for n, v in r.measures.items()} for k, r in got.items()}
+    assert 0.65 <= m["bm25", "beir/scifact"]["nDCG@10"] <= 0.69
+    assert 0.60 <= m["dense", "beir/scifact"]["nDCG@10"] <= 0.68  # MiniLM-L6 on SciFact: ~0.645 (MTEB)
+    # dense retrieval puts fewer violating NevIR passages in the top 2 than BM25 does, and both are
+    # far from solving NevIR (paired accuracy well under its 25% chance level for 2-doc ranking)
+    assert m["dense", "nevir"]["V@2"] < m["bm25", "nevir"]["V@2"]
+    assert m["bm25", "nevir"]["PairAcc"] < 0.25 and m["dense", "nevir"]["PairAcc"] < 0.25
+    assert got["dense", "nevir"].measures["PairAcc"].n == 1383
+    assert got["bm25", "negconstraint"].n_queries == 198
+    html = (tmp_path / "lb" / "index.html").read_text()
+    assert "beir/scifact" in html and "negconstraint" in html
+
+    res2 = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data)],
+                              catch_exceptions=False)
+    assert res2.exit_code == 0 and res2.output.count("result exists") == 8
+    res3 = CliRunner().invoke(app, ["run", "dense", "-b", "nevir", "--data-dir", str(shared_data), "--force",
+                                    "--seed", "0"], catch_exceptions=False)
+    assert res3.exit_code == 0
+    again = Store(home / "results.sqlite").results(retriever="dense", benchmark="nevir")[0]
+    assert again.extra["encoder_stats"]["encoded"] == 0  # every embedding came from the cache
+    assert again.measures["V@2"].mean == pytest.approx(m["dense", "nevir"]["V@2"])
+    assert no_network == []
