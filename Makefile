@@ -6,17 +6,18 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: demo test test-slow install install-test clean
 
+# torch is pinned in the same pip call as the project: the CPU wheel; an unpinned torch
+# would pull a multi-GB CUDA build.
+TORCH   ?= torch==2.13.0
+
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# torch first, pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build
-	$(BIN)/pip install -q torch==2.13.0
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q $(TORCH) -e .
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q $(TORCH) -e '.[test]'
 
 ## Install, run the demo suite (bm25 + dense on nevir, negconstraint, diag/antonym, beir/scifact)
 ## offline, and write the leaderboard to leaderboard/index.html.
