@@ -225,18 +225,25 @@ def list_retrievers() -> None:
     out.print(t)
 
 
+def _benchmark_infos(root: Path) -> list[tuple[str, Any, list[str]]]:
+    """(id, DatasetInfo, missing files) for every registered benchmark; a family ``x/*`` is shown
+    through its on-disk example (``beir/scifact``)."""
+    rows = []
+    for n in benchmark_names():
+        loader, _ = get_benchmark_loader(n)
+        info = loader.info(n.replace("/*", "/scifact") if n.endswith("/*") else n)
+        rows.append((n, info, [f for f in info.files if not (root / f).exists()]))
+    return rows
+
+
 @list_app.command("benchmarks")
 def list_benchmarks(data_dir: Optional[Path] = typer.Option(None, "--data-dir")) -> None:
     root = default_data_dir(data_dir)
     t = Table(title=f"benchmarks (data dir: {root})")
     for c in ("id", "task", "on disk", "description"):
         t.add_column(c)
-    for n in benchmark_names():
-        loader, _ = get_benchmark_loader(n)
-        name = n.replace("/*", "/scifact") if n.endswith("/*") else n
-        info = loader.info(name)
-        present = all((root / f).exists() for f in info.files)
-        t.add_row(n, info.task, "yes" if present else "missing", info.description[:90])
+    for n, info, missing in _benchmark_infos(root):
+        t.add_row(n, info.task, "missing" if missing else "yes", info.description[:90])
     out.print(t)
 
 
@@ -257,12 +264,8 @@ def data_status(data_dir: Optional[Path] = typer.Option(None, "--data-dir")) -> 
     t = Table(title=f"data directory: {root}")
     for c in ("benchmark", "status", "files", "source", "license"):
         t.add_column(c)
-    for n in benchmark_names():
-        loader, _ = get_benchmark_loader(n)
-        name = n.replace("/*", "/scifact") if n.endswith("/*") else n
-        info = loader.info(name)
-        missing = [f for f in info.files if not (root / f).exists()]
-        t.add_row(name, "present" if not missing else f"missing {len(missing)}", "\n".join(info.files),
+    for _, info, missing in _benchmark_infos(root):
+        t.add_row(info.name, f"missing {len(missing)}" if missing else "present", "\n".join(info.files),
                   info.source, info.license)
     out.print(t)
 
