@@ -345,14 +345,22 @@ def audit(
 
 @app.command("export")
 def export_cmd(
-    path: str = typer.Argument("-", help="Output file, or - for stdout."),
+    path: str = typer.Argument("-", help="Output file (jsonl), directory (trec), or - for stdout (jsonl)."),
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl (every result, per-query measures "
+                            "included) or trec (one TREC run file per result, for trec_eval/ir_measures)."),
     benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b"),
     retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Write every stored result as JSON lines (per-query measures and rankings included)."""
+    """Export stored results: JSON lines (to merge elsewhere with `import`) or TREC run files."""
     with open_store(home) as store:
-        if path == "-":
+        if fmt == "trec":
+            if path == "-":
+                fail("--format trec writes one file per result: give a directory")
+            n = _export_trec(store, Path(path), benchmark, retriever)
+        elif fmt != "jsonl":
+            fail("--format must be jsonl or trec")
+        elif path == "-":
             n = store.export_jsonl(sys.stdout, benchmark=benchmark, retriever=retriever)
         else:
             tmp = Path(path).with_name(f".{Path(path).name}.tmp")
@@ -360,6 +368,25 @@ def export_cmd(
                 n = store.export_jsonl(f, benchmark=benchmark, retriever=retriever)
             os.replace(tmp, path)
     console.print(f"exported {n} result(s)", highlight=False)
+
+
+def _export_trec(store: Store, out_dir: Path, benchmark: Optional[str], retriever: Optional[str]) -> int:
+    """``<benchmark>__<label>__<spec hash>__seed<N>.trec`` per result (names made file-safe)."""
+    import re
+
+    from .types import Run
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for rec in store.results(benchmark=benchmark, retriever=retriever):
+        stem = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", x).strip("_") or "x"
+                         for x in (rec.benchmark, rec.label, rec.spec_hash, f"seed{rec.seed}"))
+        path = out_dir / f"{stem}.trec"
+        tmp = path.with_name(f".{path.name}.tmp")
+        Run(store.rankings(rec.id)).to_trec(tmp, tag=re.sub(r"\s+", "_", rec.label) or "run")
+        os.replace(tmp, path)
+        n += 1
+    return n
 
 
 @app.command("import")

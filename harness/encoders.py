@@ -172,7 +172,7 @@ class EncoderPool:
 
     def encode(self, name: str, texts: Sequence[str], *, prefix: str = "", normalize: bool = True,
                batch_size: int = 64, max_length: int | None = None, description: str = "encoding",
-               chunk: int = 2048) -> np.ndarray:
+               chunk: int = 256) -> np.ndarray:
         """Embeddings of ``prefix + text`` for each text, float32, shape (len(texts), dim)."""
         texts = list(texts)
         path = self.cache_path(name, texts, prefix=prefix, normalize=normalize, max_length=max_length)

@@ -139,3 +139,23 @@ def test_list_commands(home: Path) -> None:
     assert res.exit_code == 0 and "demo" in res.stdout
     res = invoke("list", "benchmarks")
     assert res.exit_code == 0 and "nevir" in res.stdout and "negconstraint" in res.stdout
+
+
+def test_export_trec_runs_reproduce_measures(dataset: Path, home: Path, tmp_path: Path) -> None:
+    import pytrec_eval
+
+    from harness.types import Run
+
+    assert invoke("run", "bm25", "--benchmark", str(dataset), "--k", "5").exit_code == 0
+    res = invoke("export", str(tmp_path / "runs"), "--format", "trec")
+    assert res.exit_code == 0
+    [path] = list((tmp_path / "runs").glob("*.trec"))
+    assert "bm25" in path.name and path.name.endswith("seed0.trec")
+    run = Run.from_trec(path)
+    rec = Store(home / "results.sqlite").results(full=True)[0]
+    assert [d for d, _ in run["q1"]] == [d for d, _ in rec.rankings["q1"]]
+    qrels = {"q1": {"d1": 1}, "q2": {"d4": 1}, "q3": {"d3": 1, "d4": 0}}
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(
+        {q: {d: s for d, s in r} for q, r in run.items()})
+    assert rec.measures["nDCG@10"].mean == pytest.approx(sum(v["ndcg_cut_10"] for v in ref.values()) / 3)
+    assert invoke("export", "-", "--format", "trec").exit_code == 2
