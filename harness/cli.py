@@ -21,6 +21,7 @@ from rich.text import Text
 
 from . import __version__
 from .data import MissingDataError, default_data_dir
+from .ledger import call_totals, phase_totals
 from .registry import (RegistryError, benchmark_names, get_benchmark_loader, get_suite, make_spec,
                        retriever_names, suites)
 from .runner import DEFAULT_K, Runner, Settings
@@ -278,26 +279,20 @@ def _audit_rows(store: Store, by: str) -> list[dict[str, Any]]:
                                     "benchmark": r.benchmark if by != "retriever" else "*",
                                     "results": 0, "queries": 0, "offline_s": 0.0, "online_s": 0.0,
                                     "cpu_s": 0.0, "llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0,
-                                    "completion_tokens": 0, "usd": 0.0, "usd_unknown": False})
+                                    "completion_tokens": 0, "usd": 0.0})
+        t, c = phase_totals(r.phases), call_totals(r.llm_calls)
         g["results"] += 1
-        g["queries"] += r.phases.get("search", {}).get("items", 0)
-        g["offline_s"] += sum(r.phases.get(p, {}).get("wall_s", 0.0) for p in ("fit", "index"))
-        g["online_s"] += r.phases.get("search", {}).get("wall_s", 0.0)
-        g["cpu_s"] += sum(p.get("cpu_s", 0.0) for p in r.phases.values())
-        for c in r.llm_calls:
-            g["llm_calls"] += 1
-            g["cache_hits"] += int(c["cached"])
-            g["prompt_tokens"] += c["prompt_tokens"]
-            g["completion_tokens"] += c["completion_tokens"]
-            if not c["cached"]:
-                if c["usd"] is None:
-                    g["usd_unknown"] = True
-                else:
-                    g["usd"] += c["usd"]
+        g["queries"] += t["online_items"]
+        for f in ("offline_s", "online_s", "cpu_s"):
+            g[f] += t[f] or 0.0
+        g["llm_calls"] += c["calls"]
+        for f in ("cache_hits", "prompt_tokens", "completion_tokens"):
+            g[f] += c[f]
+        g["usd"] = None if g["usd"] is None or c["usd"] is None else g["usd"] + c["usd"]
     rows = []
     for g in groups.values():
         g["qps"] = g["queries"] / g["online_s"] if g["online_s"] > 0 else None
-        g["usd"] = None if g.pop("usd_unknown") else round(g["usd"], 6)
+        g["usd"] = None if g["usd"] is None else round(g["usd"], 6)
         rows.append(g)
     return sorted(rows, key=lambda x: (x["retriever"], x["benchmark"]))
 

@@ -18,9 +18,11 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+
+from .protocols import NullProgress
 
 # alias -> (python module, attribute giving the model directory)
 PACKAGED_MODELS: dict[str, tuple[str, str]] = {
@@ -139,7 +141,7 @@ class EncoderPool:
                  progress: Any = None):
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.device = device or default_device()
-        self.progress = progress
+        self.progress = progress or NullProgress()
         self._models: dict[tuple[str, int | None], Any] = {}
         self._fingerprints: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -187,20 +189,13 @@ class EncoderPool:
         order = np.argsort([-len(t) for t in texts], kind="stable")
         inputs = [prefix + texts[i] for i in order]
         parts: list[np.ndarray] = []
-        track = self.progress.track(len(inputs), description) if self.progress else None
-        advance: Callable[[int], None] = lambda n: None  # noqa: E731
-        if track is not None:
-            advance = track.__enter__()
-        try:
+        with self.progress.track(len(inputs), description) as advance:
             for s in range(0, len(inputs), chunk):
                 batch = inputs[s:s + chunk]
                 emb = model.encode(batch, batch_size=batch_size, convert_to_numpy=True,
                                    normalize_embeddings=normalize, show_progress_bar=False)
                 parts.append(np.asarray(emb, dtype=np.float32))
                 advance(len(batch))
-        finally:
-            if track is not None:
-                track.__exit__(None, None, None)
         dim = model.get_sentence_embedding_dimension() if not parts else parts[0].shape[1]
         arr = np.empty((len(texts), dim or 0), dtype=np.float32)
         if parts:

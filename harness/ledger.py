@@ -11,7 +11,7 @@ import contextlib
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 PHASES = ("load", "fit", "index", "search", "evaluate")
 OFFLINE_PHASES = ("fit", "index")
@@ -66,30 +66,37 @@ class Ledger:
                 call.phase = self._current
             self.llm_calls.append(call)
 
-    def wall(self, *names: str) -> float:
-        return sum(self.phases[n].wall_s for n in names if n in self.phases)
-
-    @property
-    def offline_s(self) -> float:
-        return self.wall(*OFFLINE_PHASES)
-
-    @property
-    def online_s(self) -> float:
-        return self.wall(*ONLINE_PHASES)
-
-    def llm_totals(self) -> dict[str, object]:
-        billed = [c for c in self.llm_calls if not c.cached]
-        usd_known = [c.usd for c in billed if c.usd is not None]
+    def to_dict(self) -> dict[str, Any]:
+        """``phases`` and ``llm_calls`` in the form the results store keeps."""
         return {
-            "calls": len(self.llm_calls),
-            "cache_hits": len(self.llm_calls) - len(billed),
-            "prompt_tokens": sum(c.prompt_tokens for c in self.llm_calls),
-            "completion_tokens": sum(c.completion_tokens for c in self.llm_calls),
-            "usd": sum(usd_known) if len(usd_known) == len(billed) else None,
-        }
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "phases": {k: asdict(v) for k, v in self.phases.items()},
+            "phases": {k: {"wall_s": v.wall_s, "cpu_s": v.cpu_s, "items": v.items} for k, v in self.phases.items()},
             "llm_calls": [asdict(c) for c in self.llm_calls],
         }
+
+
+def call_totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Totals over LLM-call records (``LLMCall`` fields, as stored): ``usd`` is the spend of the
+    non-cached calls, or ``None`` when any of them has no known price — never a silent 0."""
+    calls = list(calls)
+    billed = [c for c in calls if not c["cached"]]
+    unknown = any(c["usd"] is None for c in billed)
+    return {
+        "calls": len(calls),
+        "cache_hits": len(calls) - len(billed),
+        "prompt_tokens": sum(int(c["prompt_tokens"]) for c in calls),
+        "completion_tokens": sum(int(c["completion_tokens"]) for c in calls),
+        "usd": None if unknown else float(sum(c["usd"] for c in billed)),
+    }
+
+
+def phase_totals(phases: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """Offline (fit + index) and online (search) wall seconds, search items and CPU seconds of one
+    result's phase records; a figure whose phases were not recorded is ``None``."""
+    offline = [phases[p]["wall_s"] for p in OFFLINE_PHASES if p in phases]
+    online = [phases[p] for p in ONLINE_PHASES if p in phases]
+    return {
+        "offline_s": float(sum(offline)) if offline else None,
+        "online_s": float(sum(p["wall_s"] for p in online)) if len(online) == len(ONLINE_PHASES) else None,
+        "online_items": sum(int(p["items"]) for p in online),
+        "cpu_s": float(sum(p["cpu_s"] for p in phases.values())) if phases else None,
+    }

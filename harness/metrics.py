@@ -77,9 +77,6 @@ class Evaluation:
     n_queries: int = 0
     n_missing: int = 0
 
-    def summary(self) -> dict[str, float]:
-        return dict(self.means)
-
 
 def _rank_scored(run: Run, qids: Iterable[str]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}

@@ -8,6 +8,7 @@ and a rerun resumes where it stopped.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import platform
 import random
@@ -104,7 +105,9 @@ def environment(device: str) -> dict[str, Any]:
     return env
 
 
+@functools.cache
 def provenance(cls: type) -> dict[str, Any]:
+    """Class path, installing package and git commit of a retriever class (once per class)."""
     module = getattr(cls, "__module__", "")
     out: dict[str, Any] = {"class": f"{module}:{cls.__qualname__}"}
     top = module.split(".")[0]
@@ -158,6 +161,7 @@ class Runner:
         self.data_dir = default_data_dir(settings.data_dir)
         self.encoders = EncoderPool(settings.home / "cache", self.device, self.progress)
         self._benchmarks: dict[str, tuple[Benchmark, float]] = {}
+        self.environment = environment(self.device)  # the same for every result of this run
 
     def load_benchmark(self, name: str) -> tuple[Benchmark, float]:
         if name not in self._benchmarks:
@@ -243,9 +247,8 @@ class Runner:
             spec={"retriever": spec.name, "params": dict(spec.params)}, benchmark=bench.name,
             benchmark_version=bench.version, seed=seed, k=self.s.k, harness_version=HARNESS_VERSION,
             n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
-            phases={p: {"wall_s": t.wall_s, "cpu_s": t.cpu_s, "items": t.items} for p, t in ledger.phases.items()},
-            llm_calls=[c.__dict__ for c in ledger.llm_calls],
-            rankings={q: r for q, r in run.items()},
-            environment=environment(self.device), provenance=provenance(cls),
+            **ledger.to_dict(),
+            rankings=dict(run),
+            environment=self.environment, provenance=provenance(cls),
             extra={"encoder_stats": dict(self.encoders.stats)},
         )

@@ -29,13 +29,11 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from harness.ledger import call_totals, phase_totals
 from harness.metrics import parse_measure
 from harness.store import BenchmarkInfo, ResultRecord, Store
 
 TASK_ORDER = ("constraint", "completeness", "topical")
-# Mirrors harness.ledger.OFFLINE_PHASES / ONLINE_PHASES (reports reads the store only).
-OFFLINE_PHASES = ("fit", "index")
-ONLINE_PHASES = ("search",)
 # Measures averaged over a subset of the judged queries: their count is shown when it differs.
 COUNTED_BASES = ("V", "FVR", "Comp")
 # Column order when a benchmark has no stored default measures.
@@ -376,26 +374,23 @@ def _efficiency_row(s: BenchmarkSection, g: ConfigGroup) -> dict[str, Any]:
     offline, online, qps, cpu, calls, cached, tokens, usd = [], [], [], [], [], [], [], []
     usd_unknown = False
     for r in g.records:
-        ph = r.phases
-        off = [ph[p]["wall_s"] for p in OFFLINE_PHASES if p in ph]
-        if off:
-            offline.append(float(sum(off)))
-        if all(p in ph for p in ONLINE_PHASES):
-            wall = float(sum(ph[p]["wall_s"] for p in ONLINE_PHASES))
-            online.append(wall)
-            items = sum(int(ph[p]["items"]) for p in ONLINE_PHASES) or r.n_queries
-            if wall > 0:
-                qps.append(items / wall)
-        if ph:
-            cpu.append(float(sum(p["cpu_s"] for p in ph.values())))
-        calls.append(len(r.llm_calls))
-        cached.append(sum(1 for c in r.llm_calls if c["cached"]))
-        tokens.append(sum(int(c["prompt_tokens"]) + int(c["completion_tokens"]) for c in r.llm_calls))
-        billed = [c for c in r.llm_calls if not c["cached"]]
-        if any(c["usd"] is None for c in billed):
+        t = phase_totals(r.phases)
+        if t["offline_s"] is not None:
+            offline.append(t["offline_s"])
+        if t["online_s"] is not None:
+            online.append(t["online_s"])
+            if t["online_s"] > 0:
+                qps.append((t["online_items"] or r.n_queries) / t["online_s"])
+        if t["cpu_s"] is not None:
+            cpu.append(t["cpu_s"])
+        c = call_totals(r.llm_calls)
+        calls.append(c["calls"])
+        cached.append(c["cache_hits"])
+        tokens.append(c["prompt_tokens"] + c["completion_tokens"])
+        if c["usd"] is None:
             usd_unknown = True
         else:
-            usd.append(float(sum(c["usd"] for c in billed)))
+            usd.append(c["usd"])
     n_calls = _mean(calls) or 0.0
     n_cached = _mean(cached) or 0.0
     q = _mean(qps)
