@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Iterable, Iterator, Sequence
 
-from harness.data import DataError, DatasetInfo, get_field, iter_jsonl, read_qrels_tsv, require_files
+from harness.data import (DataError, DatasetInfo, get_field, iter_jsonl, missing_files, read_qrels_tsv,
+                          require_files)
 from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query, benchmark_fingerprint
 
 Origin = Path | str
@@ -67,7 +68,7 @@ class LoaderBase:
     @classmethod
     def missing_files(cls, name: str, data_dir: Path) -> list[str]:
         """The files of ``info(name).files`` that are absent under ``data_dir``."""
-        return [f for f in cls.info(name).files if not (Path(data_dir) / f).exists()]
+        return missing_files(data_dir, cls.info(name).files)
 
     @classmethod
     def require(cls, name: str, data_dir: Path) -> Path:

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .data import MissingDataError, default_data_dir
+from .data import MissingDataError, default_data_dir, missing_files
 from .ledger import call_totals, phase_totals
 from .registry import (RegistryError, benchmark_names, get_benchmark_loader, get_suite, make_spec,
                        retriever_names, suites)
@@ -233,7 +233,7 @@ def _benchmark_infos(root: Path) -> list[tuple[str, Any, list[str]]]:
     for n in benchmark_names():
         loader, _ = get_benchmark_loader(n)
         info = loader.info(n.replace("/*", "/scifact") if n.endswith("/*") else n)
-        rows.append((n, info, [f for f in info.files if not (root / f).exists()]))
+        rows.append((n, info, missing_files(root, info.files)))
     return rows
 
 

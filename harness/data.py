@@ -52,8 +52,13 @@ def default_data_dir(explicit: str | Path | None = None) -> Path:
     return (Path.cwd() / "data").resolve()
 
 
+def missing_files(root: Path, files: Sequence[str]) -> list[str]:
+    """The entries of ``files`` (relative to ``root``) that do not exist."""
+    return [f for f in files if not (Path(root) / f).exists()]
+
+
 def require_files(benchmark: str, root: Path, files: Sequence[str], source: str) -> None:
-    missing = [f for f in files if not (root / f).exists()]
+    missing = missing_files(root, files)
     if missing:
         raise MissingDataError(benchmark, root, missing, source)
 
