@@ -4,3 +4,9 @@ Each loader is a class with ``info(name)`` and ``load(name, data_dir, online=Fal
 ``harness.data.BenchmarkLoader``), registered through the ``beyondsim.benchmarks`` entry points.
 Shared reading and validation code lives in :mod:`benchmarks.common`.
 """
+
+from pathlib import Path
+
+MANIFEST = Path(__file__).resolve().parent / "manifest.json"
+"""Expected checksums and counts of the released files (``beyondsim data verify``); regenerate
+with ``beyondsim data manifest --out benchmarks/manifest.json``."""

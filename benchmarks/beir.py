@@ -44,9 +44,18 @@ IRDS_WITH_SPLITS = frozenset(
     {"msmarco", "nfcorpus", "hotpotqa", "fiqa", "quora", "dbpedia-entity", "fever", "scifact"}
 )
 
+# The BEIR datasets the three papers evaluate (``beyondsim data status`` lists each of them);
+# any other BEIR dataset name works the same way.
+PAPER_DATASETS = ("scifact", "nfcorpus", "scidocs", "arguana", "fiqa", "cqadupstack/android")
+
+# Licenses as listed in BEIR's dataset table (Thakur et al., 2021, appendix).
 LICENSES = {
     "scifact": "CC BY-NC 2.0",
     "nfcorpus": "CC BY-SA 4.0",
+    "scidocs": "GNU GPL v3.0",
+    "arguana": "CC BY 4.0",
+    "fiqa": "not reported by BEIR",
+    "cqadupstack": "Apache License 2.0",
 }
 DEFAULT_LICENSE = "that of the original dataset (BEIR redistributes it; see https://github.com/beir-cellar/beir)"
 
@@ -101,6 +110,11 @@ class BeirBenchmark(LoaderBase):
     relevance_threshold: ClassVar[int] = 1
 
     @classmethod
+    def variants(cls) -> list[str]:
+        """The concrete names ``data status`` lists: the papers' BEIR datasets, plus SciFact's train split."""
+        return [f"beir/{d}" for d in PAPER_DATASETS] + ["beir/scifact:train"]
+
+    @classmethod
     def info(cls, name: str) -> DatasetInfo:
         sub, split = parse_beir_name(name)
         subdir = f"beir/{sub}"
@@ -110,7 +124,7 @@ class BeirBenchmark(LoaderBase):
             description=f"BEIR {sub} ({split} split): topical retrieval, qrels grade >= 1 is relevant.",
             source=(f"ir_datasets id {irds_ids(sub, split)[0]!r} ({IRDS_DOCS}), "
                     f"or the BEIR zip {BEIR_ZIP.format(sub.split('/')[0])}"),
-            license=LICENSES.get(sub, DEFAULT_LICENSE),
+            license=LICENSES.get(sub.split("/")[0], DEFAULT_LICENSE),
             files=[join_rel(subdir, f) for f in beir_files(split)],
             subdir=subdir,
         )
@@ -170,7 +184,8 @@ class BeirBenchmark(LoaderBase):
 
 
 class BeirFolder(LoaderBase):
-    """Any BEIR-format folder, named by its path (entry point ``folder``).
+    """Any BEIR-format folder, named by its path (entry point ``folder``). A folder holding a
+    diagnostic set (``corpus_<set>.jsonl`` + ``queries_<set>.jsonl``) is read as one instead.
 
     The folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (header line
     optional); ``<path>:<split>`` reads ``qrels/<split>.tsv``. The benchmark is named by the
@@ -212,6 +227,10 @@ class BeirFolder(LoaderBase):
     @classmethod
     def load(cls, name: str, data_dir: Path | None = None, online: bool = False) -> Benchmark:
         path, split = cls.parse(name)
+        from .diagnostics import DiagnosticSet, find_set_files
+
+        if split == "test" and path.is_dir() and find_set_files(path) is not None:
+            return DiagnosticSet.load_folder(path, name=str(path))
         info = cls.info(name)
         cls.require(name, path)
         data = load_beir_folder(path, split)

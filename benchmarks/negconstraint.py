@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import ClassVar
 
-from harness.data import DataError, get_field, iter_jsonl
+from harness.data import DataError, DatasetInfo, get_field, iter_jsonl
 from harness.types import Benchmark, Judgments, Query
 
 from .common import IdTracker, LoaderBase, beir_files, load_beir_folder
@@ -65,6 +65,12 @@ class NegConstraint(LoaderBase):
         "https://github.com/nice-hku-coder/coder_data"
     )
     license: ClassVar[str] = "none stated"
+
+    @classmethod
+    def info(cls, name: str) -> DatasetInfo:
+        info = super().info(name)
+        info.optional_files = [f"{cls.subdir}/{LABELS_FILE}"]
+        return info
 
     @classmethod
     def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark:

@@ -59,6 +59,10 @@ class NevIR(LoaderBase):
     dedup: ClassVar[bool] = True
 
     @classmethod
+    def variants(cls) -> list[str]:
+        return ["nevir", "nevir:train", "nevir:dev"]
+
+    @classmethod
     def canonical_name(cls, name: str) -> str:
         split = nevir_split(name)
         return "nevir" if split == "test" else f"nevir:{split}"

@@ -20,10 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .data import MissingDataError, default_data_dir, missing_files
+from .data import MissingDataError, default_data_dir, default_home, missing_files
 from .ledger import call_totals, phase_totals
-from .registry import (RegistryError, benchmark_names, get_benchmark_loader, get_suite, make_spec,
-                       retriever_names, suites)
+from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder,
+                       get_suite, make_spec, retriever_names, suites)
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
 
@@ -39,8 +39,7 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def home_dir(home: Optional[Path] = None) -> Path:
-    h = home or Path(os.environ.get("BEYONDSIM_HOME", "~/.beyondsim"))
-    h = h.expanduser().resolve()
+    h = default_home(home)
     h.mkdir(parents=True, exist_ok=True)
     return h
 
@@ -226,25 +225,25 @@ def list_retrievers() -> None:
     out.print(t)
 
 
-def _benchmark_infos(root: Path) -> list[tuple[str, Any, list[str]]]:
-    """(id, DatasetInfo, missing files) for every registered benchmark; a family ``x/*`` is shown
-    through its on-disk example (``beir/scifact``)."""
-    rows = []
-    for n in benchmark_names():
-        loader, _ = get_benchmark_loader(n)
-        info = loader.info(n.replace("/*", "/scifact") if n.endswith("/*") else n)
-        rows.append((n, info, missing_files(root, info.files)))
-    return rows
-
-
 @list_app.command("benchmarks")
 def list_benchmarks(data_dir: Optional[Path] = typer.Option(None, "--data-dir")) -> None:
+    """Every registered benchmark (each split and family member), its task and whether it is on disk."""
     root = default_data_dir(data_dir)
     t = Table(title=f"benchmarks (data dir: {root})")
     for c in ("id", "task", "on disk", "description"):
         t.add_column(c)
-    for n, info, missing in _benchmark_infos(root):
-        t.add_row(n, info.task, "missing" if missing else "yes", info.description[:90])
+    for n, loader, err in benchmark_variants():
+        if loader is None:
+            t.add_row(n, "?", "[red]failed to load[/red]", err)
+            continue
+        try:
+            info = loader.info(n)
+            missing = loader.missing_files(n, root) if hasattr(loader, "missing_files") else \
+                missing_files(root, info.files)
+        except (ValueError, OSError) as e:
+            t.add_row(n, "?", "[red]error[/red]", str(e))
+            continue
+        t.add_row(n, info.task, "missing" if missing else "yes", info.description[:100])
     out.print(t)
 
 
@@ -258,17 +257,156 @@ def list_suites() -> None:
     out.print(t)
 
 
+_STATE_STYLE = {"present": "green", "unlisted": "yellow", "modified": "red", "missing": "dim", "error": "red"}
+
+
+def _counts_text(c: dict[str, int]) -> str:
+    if not c:
+        return "–"
+    parts = [f"{c.get('queries', 0):,} q", f"{c.get('documents', 0):,} docs", f"{c.get('judged_pairs', 0):,} judged"]
+    if c.get("violating_pairs"):
+        parts.append(f"{c['violating_pairs']:,} violating")
+    if c.get("queries") != c.get("judged_queries") and "judged_queries" in c:
+        parts[0] += f" ({c['judged_queries']:,} judged)"
+    return ", ".join(parts)
+
+
 @data_app.command("status")
-def data_status(data_dir: Optional[Path] = typer.Option(None, "--data-dir")) -> None:
-    """Which benchmarks are on disk and where their files are looked for."""
+def data_status(
+    names: list[str] = typer.Argument(None, help="Benchmarks to show (default: every registered one)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    recount: bool = typer.Option(False, "--recount", help="Load each present benchmark and count it (slower)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show folders, missing files and sources."),
+) -> None:
+    """Every benchmark: present or missing, where its files are looked for, checksum, counts,
+    license and source. Counts come from the manifest when the checksums match (or --recount)."""
+    from .manifest import statuses
+
     root = default_data_dir(data_dir)
-    t = Table(title=f"data directory: {root}")
-    for c in ("benchmark", "status", "files", "source", "license"):
-        t.add_column(c)
-    for _, info, missing in _benchmark_infos(root):
-        t.add_row(info.name, f"missing {len(missing)}" if missing else "present", "\n".join(info.files),
-                  info.source, info.license)
+    try:
+        rows = statuses(root, names or None, recount=recount)
+    except (RegistryError, ValueError) as e:
+        fail(str(e))
+    if as_json:
+        out.print_json(data={"data_dir": str(root), "benchmarks": [r.to_dict() for r in rows]})
+        return
+    t = Table(title=f"data directory: {root}", title_justify="left", show_lines=verbose)
+    cols = ["benchmark", "status", "counts", "sha256", "license"] + (["where", "source"] if verbose else [])
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        state = f"[{_STATE_STYLE.get(r.state, 'white')}]{r.state}[/]"
+        if r.missing and verbose:
+            state += "\n" + "\n".join(f"– {m}" for m in r.missing[:4])
+        if r.problems:
+            state += "\n" + "\n".join(r.problems[:4])
+        counts = _counts_text(r.counts) + (" (manifest)" if r.counts_from == "manifest" and r.state == "missing" else "")
+        cells = [r.name, state, counts, r.checksum[:12], r.license]
+        if verbose:
+            cells += [r.where, r.source]
+        t.add_row(*cells)
     out.print(t)
+    if not verbose:
+        console.print("--verbose shows where files are looked for, missing files and sources; --json gives everything",
+                      highlight=False)
+
+
+@data_app.command("verify")
+def data_verify(
+    names: list[str] = typer.Argument(None, help="Benchmarks to verify (default: every present one)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    recount: bool = typer.Option(False, "--recount", help="Also load each benchmark and compare counts and content version."),
+) -> None:
+    """Check the files on disk against the manifest's SHA-256 checksums; exit 1 on any mismatch.
+    Benchmarks named explicitly must be present."""
+    from .manifest import statuses
+
+    root = default_data_dir(data_dir)
+    try:
+        rows = statuses(root, names or None, recount=recount)
+    except (RegistryError, ValueError) as e:
+        fail(str(e))
+    bad = 0
+    for r in rows:
+        if r.state == "missing" and not names:
+            continue
+        ok = r.state == "present"
+        bad += not ok
+        label = {"present": "OK", "unlisted": "NOT IN MANIFEST", "missing": "MISSING"}.get(r.state, r.state.upper())
+        style = "green" if ok else "red"
+        out.print(f"[{style}]{label:>16}[/] {r.name}  ({len(r.files)} files{', recounted' if recount and ok else ''})",
+                  highlight=False)
+        for p in [*r.missing, *r.problems]:
+            out.print(f"{'':>18}{p}", highlight=False, markup=False)
+    checked = sum(1 for r in rows if r.state != "missing" or names)
+    out.print(f"{checked - bad} of {checked} verified", highlight=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+@data_app.command("manifest")
+def data_manifest(
+    names: list[str] = typer.Argument(None, help="Benchmarks to include (default: every present one)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
+) -> None:
+    """Record the checksums and counts of what the data directory holds now (loads each benchmark)."""
+    from .manifest import make_manifest, write_json_atomic
+
+    root = default_data_dir(data_dir)
+    try:
+        doc = make_manifest(root, names or None)
+    except (RegistryError, ValueError) as e:
+        fail(str(e))
+    if out_file is None:
+        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    else:
+        write_json_atomic(out_file, doc)
+        console.print(f"manifest of {len(doc['benchmarks'])} benchmarks written to {out_file}", highlight=False)
+
+
+@data_app.command("build-diagnostics")
+def build_diagnostics(
+    corpus: str = typer.Option("beir/scifact", "--corpus", help="Benchmark (or BEIR folder path) whose corpus to build from."),
+    sets: list[str] = typer.Option(None, "--set", help="Which sets to build (repeatable; default: all builders)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder; each set goes to <out>/<set>/ "
+                                           "(default: $BEYONDSIM_HOME/diagnostics, where diag/<set> finds it)."),
+    seed: int = typer.Option(0, "--seed"),
+    max_queries: int = typer.Option(104, "--max-queries", help="Queries per set (0 = every candidate)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    online: bool = typer.Option(False, "--online", help="Allow fetching the corpus and WordNet from their official sources."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """Build the CoDeR antonym / negation / exclusion diagnostic sets from any corpus."""
+    root = default_data_dir(data_dir)
+    target = out_dir or home_dir(home) / "diagnostics"
+    try:
+        chosen = list(sets) if sets else builder_names()
+        builders = {n: get_builder(n) for n in chosen}
+        loader, bname = get_benchmark_loader(corpus)
+        bench = loader.load(bname, root, online=online)
+    except (RegistryError, MissingDataError, ValueError) as e:
+        fail(str(e))
+    source = f"{bench.name} (version {bench.version}, {len(bench.corpus):,} documents)"
+    t = Table(title=f"diagnostic sets built from {bench.name}", title_justify="left")
+    for c in ("set", "queries", "passages", "source docs", "sat / neutral / viol", "written to"):
+        t.add_column(c)
+    for n, build in builders.items():
+        try:
+            built = build(bench.corpus, seed=seed, max_queries=max_queries or None, source=source,
+                          data_dir=root, online=online)
+        except (LookupError, ValueError, OSError) as e:
+            fail(f"building {n!r}: {e}")
+        folder = Path(target) / n
+        built.write(folder)
+        st = built.stats()
+        grades = st.get("judged_pairs_by_grade", {})
+        t.add_row(n, str(st.get("queries")), str(st.get("passages")), str(st.get("source_documents", "")),
+                  " / ".join(str(grades.get(g, grades.get(int(g), ""))) for g in ("2", "1", "0")), str(folder))
+    out.print(t)
+    console.print("run them by name (diag/<set>) when written to the default folder, or by path "
+                  "(beyondsim run bm25 --benchmark <folder>)", highlight=False)
 
 
 def _audit_rows(store: Store, by: str) -> list[dict[str, Any]]:
@@ -336,6 +474,54 @@ def audit(
         out.print(t)
     else:
         fail("--format must be table, json or csv")
+
+
+@app.command()
+def breakdown(
+    benchmark: str = typer.Argument(..., help="Benchmark name as stored (e.g. negconstraint)."),
+    by: Optional[str] = typer.Option(None, "--by", help="Query metadata key to group by (default: the first one stored)."),
+    measure: list[str] = typer.Option(None, "--measure", "-m", help="Measures to show (default: the benchmark's defaults)."),
+    retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table or json."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """Per-group means of stored per-query measures (e.g. NegConstraint by query category)."""
+    from .metrics import group_by
+
+    with open_store(home) as store:
+        infos = {b.version: b for b in store.benchmarks() if b.name == benchmark}
+        records = store.results(benchmark=benchmark, retriever=retriever)
+        if not records:
+            fail(f"no stored results for benchmark {benchmark!r} (run it first)")
+        rows: list[dict[str, Any]] = []
+        for rec in records:
+            info = infos.get(rec.benchmark_version)
+            groups_by_key = (info.stats.get("query_groups") if info else None) or {}
+            if not groups_by_key:
+                fail(f"benchmark {benchmark!r} has no query groups stored (no query metadata to group by)")
+            key = by or next(iter(groups_by_key))
+            if key not in groups_by_key:
+                fail(f"unknown group key {key!r}; stored keys: {', '.join(groups_by_key)}")
+            wanted = list(measure) if measure else [m for m in (info.default_measures if info else []) if m in rec.measures]
+            table = group_by(store.per_query(rec.id), groups_by_key[key], wanted)  # type: ignore[arg-type]
+            for m, cells in table.items():
+                for g, gv in cells.items():
+                    rows.append({"retriever": rec.label, "seed": rec.seed, "group_key": key, "group": g,
+                                 "measure": m, "mean": gv.mean, "n": gv.n})
+    if fmt == "json":
+        out.print_json(json.dumps(rows))
+        return
+    measures_shown = list(dict.fromkeys(r["measure"] for r in rows))
+    t = Table(title=f"{benchmark} by {rows[0]['group_key'] if rows else by}", title_justify="left")
+    for c in ("retriever", "seed", "group", "n", *measures_shown):
+        t.add_column(c, justify="left" if c in ("retriever", "group") else "right")
+    cells: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        cells.setdefault((r["retriever"], r["seed"], r["group"]), {})[r["measure"]] = r
+    for (label, seed_, group), ms in cells.items():
+        n = max(v["n"] for v in ms.values())
+        t.add_row(label, str(seed_), group, str(n), *[_fmt(ms[m]["mean"], m) if m in ms else "–" for m in measures_shown])
+    out.print(t)
 
 
 @app.command("export")

@@ -52,6 +52,12 @@ def default_data_dir(explicit: str | Path | None = None) -> Path:
     return (Path.cwd() / "data").resolve()
 
 
+def default_home(explicit: str | Path | None = None) -> Path:
+    """``explicit``, else ``BEYONDSIM_HOME``, else ``~/.beyondsim`` (resolved, not created)."""
+    raw = explicit or os.environ.get("BEYONDSIM_HOME") or "~/.beyondsim"
+    return Path(raw).expanduser().resolve()
+
+
 def missing_files(root: Path, files: Sequence[str]) -> list[str]:
     """The entries of ``files`` (relative to ``root``) that do not exist."""
     return [f for f in files if not (Path(root) / f).exists()]
@@ -138,6 +144,8 @@ class DatasetInfo:
     license: str
     files: list[str] = field(default_factory=list)
     subdir: str = ""
+    optional_files: list[str] = field(default_factory=list)
+    """Files read when present (labels, released alternatives); checksummed like ``files``."""
 
 
 class BenchmarkLoader(Protocol):

@@ -210,3 +210,30 @@ def evaluate(run: Run, judgments: Judgments, measures: Sequence[str | Measure], 
         ev.counts[m.name] = len(col)
         ev.means[m.name] = float(np.mean(list(col.values()))) if col else float("nan")
     return ev
+
+
+@dataclass(frozen=True)
+class GroupValue:
+    mean: float
+    n: int
+
+
+def group_by(per_query: Mapping[str, Mapping[str, float]], groups: Mapping[str, str],
+             measures: Sequence[str] | None = None) -> dict[str, dict[str, GroupValue]]:
+    """Per-group means of per-query values: ``{measure: {group: GroupValue(mean, n)}}``.
+
+    ``groups`` maps a query id to its group (a query metadata value, e.g. NegConstraint's
+    category); queries without a group are left out, and each mean is over the queries of the
+    group that the measure scored (V@k only counts queries with a violating document, as in
+    :func:`evaluate`). Groups are ordered by name.
+    """
+    out: dict[str, dict[str, GroupValue]] = {}
+    for m in (measures if measures is not None else list(per_query)):
+        col = per_query.get(m, {})
+        buckets: dict[str, list[float]] = {}
+        for qid, v in col.items():
+            g = groups.get(qid)
+            if g is not None:
+                buckets.setdefault(g, []).append(float(v))
+        out[m] = {g: GroupValue(float(np.mean(vals)), len(vals)) for g, vals in sorted(buckets.items())}
+    return out

@@ -24,6 +24,8 @@ from typing import Any, Callable, Mapping
 RETRIEVER_GROUP = "beyondsim.retrievers"
 BENCHMARK_GROUP = "beyondsim.benchmarks"
 SUITE_GROUP = "beyondsim.suites"
+BUILDER_GROUP = "beyondsim.builders"  # diagnostic-set builders: callable(corpus, *, seed, max_queries, source)
+MANIFEST_GROUP = "beyondsim.manifests"  # paths of JSON files with the expected checksums and counts
 FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
 
 _retrievers: dict[str, type] = {}
@@ -237,6 +239,52 @@ def get_benchmark_loader(name: str) -> tuple[type, str]:
         f"unknown benchmark {name!r}. Known: {', '.join(benchmark_names())}; "
         "or give the path of a BEIR-format folder."
     )
+
+
+def benchmark_variants() -> list[tuple[str, type | None, str]]:
+    """``(concrete name, loader or None, load error)`` for every registered benchmark. A loader may
+    list its concrete names (splits, family members) with a ``variants()`` classmethod; a family
+    entry ``x/*`` without one is skipped. A loader that fails to import is reported, not raised."""
+    rows: list[tuple[str, type | None, str]] = []
+    for n in benchmark_names():
+        try:
+            loader, _ = get_benchmark_loader(n)
+        except RegistryError as e:
+            rows.append((n, None, str(e)))
+            continue
+        variants = getattr(loader, "variants", None)
+        names = list(variants()) if callable(variants) else ([] if n.endswith("/*") else [n])
+        rows += [(v, loader, "") for v in names if all(v != r[0] for r in rows)]
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Diagnostic-set builders and data manifests
+
+
+def builder_names() -> list[str]:
+    return sorted(_entry_points(BUILDER_GROUP))
+
+
+def get_builder(name: str) -> Callable[..., Any]:
+    eps = _entry_points(BUILDER_GROUP)
+    if name not in eps:
+        raise RegistryError(f"unknown diagnostic builder {name!r}. Known: {', '.join(sorted(eps)) or 'none'}")
+    try:
+        return eps[name].load()
+    except Exception as e:  # noqa: BLE001
+        raise RegistryError(f"builder {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+
+
+def manifest_paths() -> list[Path]:
+    """The manifest files that installed packages declare (entry point value: a path object or str)."""
+    out: list[Path] = []
+    for ep in _entry_points(MANIFEST_GROUP).values():
+        try:
+            out.append(Path(ep.load()))
+        except Exception as e:  # noqa: BLE001
+            raise RegistryError(f"manifest entry point {ep.value!r} failed to load: {e}") from e
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -146,7 +146,13 @@ def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
 
 
 def benchmark_info(bench: Benchmark) -> BenchmarkInfo:
-    return BenchmarkInfo(bench.name, bench.version, bench.task, list(bench.default_measures), bench.stats(),
+    """What the store keeps about a benchmark: counts, texts and the query groups (``stats
+    ["query_groups"]``: ``{meta key: {qid: value}}``) that per-group breakdowns use."""
+    stats: dict[str, Any] = dict(bench.stats())
+    groups = bench.query_groups()
+    if groups:
+        stats["query_groups"] = groups
+    return BenchmarkInfo(bench.name, bench.version, bench.task, list(bench.default_measures), stats,
                          bench.description, bench.source, bench.license)
 
 

@@ -137,6 +137,19 @@ class Benchmark:
         judged = self.judgments.relevance
         return [q for q in self.queries if q.id in judged]
 
+    def query_groups(self, max_groups: int = 50) -> dict[str, dict[str, str]]:
+        """``{meta key: {qid: value}}`` over the judged queries for every ``Query.meta`` key whose
+        values are strings with 2…``max_groups`` distinct values (query categories such as
+        NegConstraint's ``A - a``): the keys a per-group breakdown of any measure can use."""
+        queries = self.eval_queries
+        values: dict[str, dict[str, str]] = {}
+        for q in queries:
+            for key, v in q.meta.items():
+                if isinstance(v, str):
+                    values.setdefault(key, {})[q.id] = v
+        return {key: col for key, col in values.items()
+                if 2 <= len(set(col.values())) <= min(max_groups, max(2, len(queries) // 2))}
+
     def stats(self) -> dict[str, int]:
         return {
             "queries": len(self.queries),
