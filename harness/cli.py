@@ -127,7 +127,19 @@ def run(
             s = get_suite(suite)
         except RegistryError as e:
             fail(str(e))
-        benches += [b for b in s["benchmarks"] if b not in benches]
+        root = default_data_dir(data_dir)
+        absent: list[str] = []
+        for b in s["benchmarks"]:
+            if b in benches:
+                continue
+            if not online and _missing_on_disk(b, root):
+                absent.append(b)
+                continue
+            benches.append(b)
+        if absent:
+            console.print(f"suite {suite!r}: skipping {len(absent)} benchmark(s) not on disk in {root}: "
+                          f"{', '.join(absent)} (see `beyondsim data status`; --online fetches those with an online source)",
+                          highlight=False, soft_wrap=True)
         if not names:
             names = list(s.get("retrievers", []))
     if not benches:
@@ -157,6 +169,15 @@ def run(
     console.print(f"results store: {store.path}", highlight=False, soft_wrap=True)
     if leaderboard_dir is not None:
         _render(store, leaderboard_dir)
+
+
+def _missing_on_disk(name: str, root: Path) -> bool:
+    try:
+        loader, bname = get_benchmark_loader(name)
+    except RegistryError:
+        return False  # let the run report it
+    check = getattr(loader, "missing_files", None)
+    return bool(check(bname, root)) if callable(check) else bool(missing_files(root, loader.info(bname).files))
 
 
 def _fmt(v: Optional[float], measure: str = "") -> str:

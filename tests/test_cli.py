@@ -159,3 +159,24 @@ def test_export_trec_runs_reproduce_measures(dataset: Path, home: Path, tmp_path
         {q: {d: s for d, s in r} for q, r in run.items()})
     assert rec.measures["nDCG@10"].mean == pytest.approx(sum(v["ndcg_cut_10"] for v in ref.values()) / 3)
     assert invoke("export", "-", "--format", "trec").exit_code == 2
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[1].parent / "shared/data/negconstraint/labels").is_dir(),
+                    reason="NegConstraint labels not found in the shared data")
+def test_breakdown_by_negconstraint_category(home: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", "bm25", "--benchmark", "negconstraint"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["breakdown", "negconstraint", "--by", "category", "-m", "R@5", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    by_group = {r["group"]: r for r in rows}
+    assert set(by_group) == {"A - a", "(A - a) ∪ B", "(A - a) ∪ (B - b)"}
+    assert sum(r["n"] for r in rows) == 198  # the judged queries, each in exactly one category
+    with Store(home / "results.sqlite") as store:
+        rec = store.results(benchmark="negconstraint")[0]
+        overall = rec.measures["R@5"].mean
+    weighted = sum(r["mean"] * r["n"] for r in rows) / 198
+    assert weighted == pytest.approx(overall)
+    res = runner.invoke(app, ["breakdown", "negconstraint", "--by", "nope"])
+    assert res.exit_code == 2 and "stored keys" in res.output

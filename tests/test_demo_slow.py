@@ -19,7 +19,7 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
     assert res.exit_code == 0, res.output
     store = Store(home / "results.sqlite")
     got = {(r.retriever, r.benchmark): r for r in store.results()}
-    assert len(got) == 8
+    assert len(got) == 10
     m = {k: {n: v.mean for n, v in r.measures.items()} for k, r in got.items()}
     assert 0.65 <= m["bm25", "beir/scifact"]["nDCG@10"] <= 0.69
     assert 0.60 <= m["dense", "beir/scifact"]["nDCG@10"] <= 0.68  # MiniLM-L6 on SciFact: ~0.645 (MTEB)
@@ -34,7 +34,7 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
 
     res2 = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data)],
                               catch_exceptions=False)
-    assert res2.exit_code == 0 and res2.output.count("result exists") == 8
+    assert res2.exit_code == 0 and res2.output.count("result exists") == 10
     res3 = CliRunner().invoke(app, ["run", "dense", "-b", "nevir", "--data-dir", str(shared_data), "--force",
                                     "--seed", "0"], catch_exceptions=False)
     assert res3.exit_code == 0

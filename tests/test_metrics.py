@@ -151,3 +151,35 @@ def test_holm_adjustment_hand_computed() -> None:
     assert adj["c"] == pytest.approx(0.06)
     assert adj["b"] == pytest.approx(0.06)  # monotone: max(0.06, 1 * 0.04)
     assert math.isnan(adj["d"])
+
+
+# ---------------------------------------------------------------------------------------------
+# per-group breakdowns
+
+
+def test_group_by_hand_computed() -> None:
+    from harness.metrics import group_by
+
+    per_query = {"R@5": {"a": 1.0, "b": 0.0, "c": 0.5, "d": 1.0}, "V@2": {"a": 1.0, "c": 0.0}}
+    groups = {"a": "X", "b": "X", "c": "Y", "d": "Y", "e": "Y"}  # e has no value: not counted
+    out = group_by(per_query, groups)
+    assert {g: (v.mean, v.n) for g, v in out["R@5"].items()} == {"X": (0.5, 2), "Y": (0.75, 2)}
+    # V@k only scored a and c: each group's mean is over the queries the measure scored
+    assert {g: (v.mean, v.n) for g, v in out["V@2"].items()} == {"X": (1.0, 1), "Y": (0.0, 1)}
+    # queries without a group are left out; the group means weighted by n give the overall mean
+    assert group_by(per_query, {"a": "X"}, ["R@5"])["R@5"]["X"].n == 1
+    total = sum(v.mean * v.n for v in out["R@5"].values()) / sum(v.n for v in out["R@5"].values())
+    assert total == pytest.approx(np.mean(list(per_query["R@5"].values())))
+
+
+def test_benchmark_query_groups() -> None:
+    from harness.types import Benchmark, Corpus, Document, Query
+
+    queries = [Query(f"q{i}", "t", {"category": "A" if i % 2 else "B", "pair_id": f"p{i}", "position": i})
+               for i in range(6)]
+    queries.append(Query("unjudged", "t", {"category": "C"}))
+    b = Benchmark("x", "v", Corpus([Document("d", "t")]), queries,
+                  Judgments({q.id: {"d": 1} for q in queries[:6]}), "topical", ())
+    groups = b.query_groups()
+    # category qualifies (2 values over 6 judged queries); pair_id is an identifier (6 values), position is not a string
+    assert groups == {"category": {f"q{i}": ("A" if i % 2 else "B") for i in range(6)}}
