@@ -417,14 +417,14 @@ def build_diagnostics(
         try:
             built = build(bench.corpus, seed=seed, max_queries=max_queries or None, source=source,
                           data_dir=root, online=online)
-        except (LookupError, ValueError, OSError) as e:
+        except (LookupError, ValueError, OSError) as e:  # WordNet missing, too few candidates, I/O
             fail(f"building {n!r}: {e}")
         folder = Path(target) / n
         built.write(folder)
         st = built.stats()
-        grades = st.get("judged_pairs_by_grade", {})
+        grades = st.get("judged", {})
         t.add_row(n, str(st.get("queries")), str(st.get("passages")), str(st.get("source_documents", "")),
-                  " / ".join(str(grades.get(g, grades.get(int(g), ""))) for g in ("2", "1", "0")), str(folder))
+                  " / ".join(str(grades.get(g, "")) for g in ("2", "1", "0")), str(folder))
     out.print(t)
     console.print("run them by name (diag/<set>) when written to the default folder, or by path "
                   "(beyondsim run bm25 --benchmark <folder>)", highlight=False)

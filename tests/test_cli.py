@@ -180,3 +180,23 @@ def test_breakdown_by_negconstraint_category(home: Path) -> None:
     assert weighted == pytest.approx(overall)
     res = runner.invoke(app, ["breakdown", "negconstraint", "--by", "nope"])
     assert res.exit_code == 2 and "stored keys" in res.output
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[1].parent / "shared/data/beir/scifact").is_dir(),
+                    reason="SciFact not found in the shared data")
+def test_build_diagnostics_then_run_by_name(home: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["data", "build-diagnostics", "--corpus", "beir/scifact", "--set", "exclusion",
+                              "--max-queries", "12"])
+    assert res.exit_code == 0, res.output
+    folder = home / "diagnostics" / "exclusion"
+    build = json.loads((folder / "build.json").read_text())
+    assert build["stats"]["queries"] == 12 and build["stats"]["judged"] == {"2": 12, "1": 12, "0": 12}
+    assert build["params"]["source"].startswith("beir/scifact (version ")
+    res = runner.invoke(app, ["run", "bm25", "-b", "diag/exclusion"])
+    assert res.exit_code == 0, res.output
+    with Store(home / "results.sqlite") as store:
+        rec = store.results(benchmark="diag/exclusion")[0]
+    assert rec.n_queries == 12 and rec.measures["V@2"].n == 12
+    res = runner.invoke(app, ["data", "build-diagnostics", "--set", "sarcasm"])
+    assert res.exit_code == 2 and "unknown diagnostic builder 'sarcasm'" in res.output
