@@ -51,7 +51,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from harness.data import default_data_dir, default_home
 from harness.types import Corpus, Document
@@ -1243,10 +1243,10 @@ def _antonym_attested(ant: str, wn: _WN, df: Counter[str]) -> bool:
     return sum(wn.lemma_count(l) for s in wn.wn.synsets(ant) for l in s.lemmas() if l.name() == ant) >= MIN_ANTONYM_SEMCOR
 
 
-def _antonym_candidates(d: _Doc, wn: _WN, rejected: Counter[str], df: Counter[str]) -> list[_PairCandidate]:
-    out = []
+def _clause_sentences(d: _Doc, wn: _WN, rejected: Counter[str]) -> Iterator[tuple[int, str, int, str, int]]:
+    """``(passage index, passage, sentence index, sentence, start in passage)`` for every sentence
+    of ``d`` that passes :func:`clause_problem` (the others are counted in ``rejected``)."""
     passages = d.passages
-    full = d.full_text
     for k, (a, b) in enumerate(d.spans):
         passage = passages[k]
         offset = 0
@@ -1258,54 +1258,61 @@ def _antonym_candidates(d: _Doc, wn: _WN, rejected: Counter[str], df: Counter[st
             if problem:
                 rejected[problem] += 1
                 continue
-            if has_negation(sentence):  # "no therapy is available" → "… unavailable"
-                rejected["clause_negated"] += 1
+            yield k, passage, si, sentence, s_start
+
+
+def _antonym_candidates(d: _Doc, wn: _WN, rejected: Counter[str], df: Counter[str]) -> list[_PairCandidate]:
+    out = []
+    full = d.full_text
+    for k, passage, si, sentence, s_start in _clause_sentences(d, wn, rejected):
+        if has_negation(sentence):  # "no therapy is available" → "… unavailable"
+            rejected["clause_negated"] += 1
+            continue
+        words = list(_WORD.finditer(sentence))
+        for wi, m in enumerate(words):
+            tok = m.group(0)
+            w = tok.lower()
+            if not tok.isalpha() or len(w) < 4 or w in STOPWORDS:
                 continue
-            words = list(_WORD.finditer(sentence))
-            for wi, m in enumerate(words):
-                tok = m.group(0)
-                w = tok.lower()
-                if not tok.isalpha() or len(w) < 4 or w in STOPWORDS:
-                    continue
-                if tok != w and not (wi == 0 and tok == w.capitalize()):
-                    continue
-                ant, why = wn.unambiguous_antonym(w)
-                if ant is None:
-                    if why not in ("not_in_wordnet", "inflected_form", "no_antonym"):
-                        rejected[f"keyword_{why}"] += 1  # a word with an antonym, rejected
-                    continue
-                # the word must not start a WordNet compound ("white matter") with its neighbours
-                nxt = [x.group(0) for x in words[wi + 1:wi + 3]]
-                prv = words[wi - 1].group(0) if wi > 0 else ""
-                if (nxt and wn.is_compound(f"{w}_{nxt[0]}")) or (len(nxt) == 2 and wn.is_compound(
-                        f"{w}_{nxt[0]}_{nxt[1]}")) or (prv and wn.is_compound(f"{prv}_{w}")):
-                    rejected["keyword_in_compound"] += 1
-                    continue
-                if sentence[m.end():m.end() + 1] == "-" or sentence[m.start() - 1:m.start()] == "-":
-                    rejected["keyword_in_compound"] += 1
-                    continue
-                if w in ANTONYM_DENYLIST or ant in ANTONYM_DENYLIST:
-                    rejected["keyword_denylisted_sense"] += 1
-                    continue
-                if not _antonym_attested(ant, wn, df):
-                    rejected["antonym_unattested"] += 1
-                    continue
-                if count_word(passage, w) != 1:
-                    rejected["keyword_repeated_in_passage"] += 1
-                    continue
-                if prv.lower() in ("less", "least", "non", "not"):
-                    rejected["keyword_after_degree_word"] += 1  # "less efficient" → "less inefficient"
-                    continue
-                if contains_word(full, ant):
-                    rejected["antonym_in_document"] += 1
-                    continue
-                new_sentence = antonym_swap(sentence, m.start(), m.end(), ant)
-                new_passage = passage[:s_start] + new_sentence + passage[s_start + len(sentence):]
-                follow = sentence[m.end():m.end() + 1] == " " and wi + 1 < len(words)
-                out.append(_PairCandidate(
-                    d.id, k, si, sentence, new_sentence, new_passage,
-                    (("keyword", w), ("antonym", ant)),
-                    words[wi + 1].group(0).lower() if follow else ""))
+            if tok != w and not (wi == 0 and tok == w.capitalize()):
+                continue
+            ant, why = wn.unambiguous_antonym(w)
+            if ant is None:
+                if why not in ("not_in_wordnet", "inflected_form", "no_antonym"):
+                    rejected[f"keyword_{why}"] += 1  # a word with an antonym, rejected
+                continue
+            # the word must not start a WordNet compound ("white matter") with its neighbours
+            nxt = [x.group(0) for x in words[wi + 1:wi + 3]]
+            prv = words[wi - 1].group(0) if wi > 0 else ""
+            if (nxt and wn.is_compound(f"{w}_{nxt[0]}")) or (len(nxt) == 2 and wn.is_compound(
+                    f"{w}_{nxt[0]}_{nxt[1]}")) or (prv and wn.is_compound(f"{prv}_{w}")):
+                rejected["keyword_in_compound"] += 1
+                continue
+            if sentence[m.end():m.end() + 1] == "-" or sentence[m.start() - 1:m.start()] == "-":
+                rejected["keyword_in_compound"] += 1
+                continue
+            if w in ANTONYM_DENYLIST or ant in ANTONYM_DENYLIST:
+                rejected["keyword_denylisted_sense"] += 1
+                continue
+            if not _antonym_attested(ant, wn, df):
+                rejected["antonym_unattested"] += 1
+                continue
+            if count_word(passage, w) != 1:
+                rejected["keyword_repeated_in_passage"] += 1
+                continue
+            if prv.lower() in ("less", "least", "non", "not"):
+                rejected["keyword_after_degree_word"] += 1  # "less efficient" → "less inefficient"
+                continue
+            if contains_word(full, ant):
+                rejected["antonym_in_document"] += 1
+                continue
+            new_sentence = antonym_swap(sentence, m.start(), m.end(), ant)
+            new_passage = passage[:s_start] + new_sentence + passage[s_start + len(sentence):]
+            follow = sentence[m.end():m.end() + 1] == " " and wi + 1 < len(words)
+            out.append(_PairCandidate(
+                d.id, k, si, sentence, new_sentence, new_passage,
+                (("keyword", w), ("antonym", ant)),
+                words[wi + 1].group(0).lower() if follow else ""))
     return out
 
 
@@ -1339,25 +1346,14 @@ def build_antonym(corpus: Corpus, *, seed: int = 0, max_queries: int | None = 10
 
 def _negation_candidates(d: _Doc, wn: _WN, rejected: Counter[str]) -> list[_PairCandidate]:
     out = []
-    passages = d.passages
-    for k, (a, b) in enumerate(d.spans):
-        passage = passages[k]
-        offset = 0
-        for si in range(a, b):
-            sentence = d.sentences[si]
-            s_start = passage.index(sentence, offset)
-            offset = s_start + len(sentence)
-            problem = clause_problem(sentence, wn)
-            if problem:
-                rejected[problem] += 1
-                continue
-            negated, rule = negate(sentence, wn)
-            if negated is None:
-                rejected[f"negation_{rule}"] += 1
-                continue
-            new_passage = passage[:s_start] + negated + passage[s_start + len(sentence):]
-            out.append(_PairCandidate(d.id, k, si, sentence, negated, new_passage,
-                                      (("negation_rule", rule),)))
+    for k, passage, si, sentence, s_start in _clause_sentences(d, wn, rejected):
+        negated, rule = negate(sentence, wn)
+        if negated is None:
+            rejected[f"negation_{rule}"] += 1
+            continue
+        new_passage = passage[:s_start] + negated + passage[s_start + len(sentence):]
+        out.append(_PairCandidate(d.id, k, si, sentence, negated, new_passage,
+                                  (("negation_rule", rule),)))
     return out
 
 
