@@ -1,0 +1,276 @@
+"""The non-negative elastic-net solver against independent solvers (scipy NNLS, L-BFGS-B, a
+hand-written coordinate descent), its KKT certificate, and the screened solve + guard against the
+full-corpus solve."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize, nnls
+
+from retrievers.fista import (
+    Solution,
+    fista,
+    gram_fista,
+    kkt_residual,
+    lipschitz,
+    objective,
+    screened_solve,
+    solve_full,
+)
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager:
+    """scipy's tiny BLAS calls are far slower multi-threaded on a busy machine."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
+def unit_rows(a: np.ndarray) -> np.ndarray:
+    return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+
+def problem(n: int, d: int, b: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit-norm documents; each query is a noisy sum of three documents (non-trivial supports)."""
+    rng = np.random.default_rng(seed)
+    D = unit_rows(rng.standard_normal((n, d)))
+    pick = rng.integers(0, n, size=(b, 3))
+    Q = unit_rows(D[pick].sum(1) + 0.3 * rng.standard_normal((b, d)))
+    return D, Q
+
+
+def f_np(D: np.ndarray, q: np.ndarray, x: np.ndarray, l1: float, l2: float) -> float:
+    r = D.T @ x - q
+    return 0.5 * r @ r + l1 * x.sum() + 0.5 * l2 * x @ x
+
+
+def coordinate_descent(D: np.ndarray, q: np.ndarray, l1: float, l2: float, sweeps: int = 4000) -> np.ndarray:
+    """Cyclic coordinate descent for the non-negative elastic net, in float64."""
+    G = D @ D.T
+    b = D @ q
+    x = np.zeros(D.shape[0])
+    g = b.copy()  # b − G x
+    for _ in range(sweeps):
+        delta = 0.0
+        for j in range(x.size):
+            new = max(0.0, (g[j] + G[j, j] * x[j] - l1) / (G[j, j] + l2))
+            if new != x[j]:
+                g -= G[:, j] * (new - x[j])
+                delta = max(delta, abs(new - x[j]))
+                x[j] = new
+        if delta < 1e-13:
+            break
+    return x
+
+
+@pytest.mark.parametrize("n,d,l2,seed", [(40, 15, 0.1, 0), (60, 20, 0.5, 1), (30, 12, 1.0, 2)])
+def test_l1_zero_matches_scipy_nnls(n: int, d: int, l2: float, seed: int) -> None:
+    D, Q = problem(n, d, 3, seed)
+    X, st = fista(D, Q, 0.0, l2, tol=1e-6)
+    assert bool(st["converged"].all())
+    A = np.vstack([D.T, np.sqrt(l2) * np.eye(n)])  # [Dᵀ; √λ2 I] x ≈ [q; 0]
+    for i, q in enumerate(Q):
+        with one_blas_thread():
+            ref, _ = nnls(A, np.concatenate([q, np.zeros(n)]))
+        x = X[i].double().numpy()
+        np.testing.assert_allclose(x, ref, atol=1e-4)
+        assert abs(f_np(D, q, x, 0.0, l2) - f_np(D, q, ref, 0.0, l2)) < 1e-7
+
+
+def test_unregularised_nnls_objective_matches() -> None:
+    """λ1 = λ2 = 0 with n > d: the minimiser need not be unique, the minimum is."""
+    D, Q = problem(45, 16, 3, 3)
+    X, _ = fista(D, Q, 0.0, 0.0, tol=1e-6)
+    for i, q in enumerate(Q):
+        ref, _ = nnls(D.T, q)
+        assert abs(f_np(D, q, X[i].double().numpy(), 0, 0) - f_np(D, q, ref, 0, 0)) < 1e-7
+
+
+@pytest.mark.parametrize("n,d,l1,l2,seed", [
+    (40, 15, 0.1, 0.1, 0),
+    (50, 12, 0.05, 0.0, 1),   # non-negative lasso
+    (30, 20, 0.3, 0.6, 2),
+    (60, 10, 0.01, 0.03, 3),
+    (45, 18, 0.3, 0.0, 4),
+])
+def test_l1_matches_coordinate_descent_and_lbfgsb(n: int, d: int, l1: float, l2: float, seed: int) -> None:
+    D, Q = problem(n, d, 3, seed)
+    X, st = fista(D, Q, l1, l2, tol=1e-6)
+    assert bool(st["converged"].all())
+    for i, q in enumerate(Q):
+        x = X[i].double().numpy()
+        assert 0 < (x > 0).sum() < n  # a non-trivial support
+        cd = coordinate_descent(D, q, l1, l2)
+        np.testing.assert_allclose(x, cd, atol=1e-4)
+        assert f_np(D, q, x, l1, l2) <= f_np(D, q, cd, l1, l2) + 1e-7
+        assert set(np.flatnonzero(x > 1e-6)) == set(np.flatnonzero(cd > 1e-6))
+    # second reference on the first query: on x ≥ 0 the λ1 term is linear, so the objective is
+    # smooth and L-BFGS-B with bounds applies
+    q = Q[0]
+    with one_blas_thread():
+        lb = minimize(lambda z: f_np(D, q, z, l1, l2), np.zeros(n), jac=lambda z: D @ (D.T @ z - q) + l1 + l2 * z,
+                      method="L-BFGS-B", bounds=[(0, None)] * n,
+                      options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 5000}).x
+    np.testing.assert_allclose(X[0].double().numpy(), lb, atol=1e-4)
+    assert f_np(D, q, X[0].double().numpy(), l1, l2) <= f_np(D, q, lb, l1, l2) + 1e-7
+    torch.testing.assert_close(objective(torch.tensor(D), torch.tensor(Q), X, l1, l2).float(),
+                               torch.tensor([f_np(D, q, X[i].double().numpy(), l1, l2) for i, q in enumerate(Q)]).float())
+
+
+def test_kkt_holds_at_solution_and_detects_non_solutions() -> None:
+    D, Q = problem(50, 16, 4, 5)
+    l1, l2 = 0.1, 0.1
+    X, st = fista(D, Q, l1, l2, tol=1e-5)
+    res = kkt_residual(D, Q, X, l1, l2)
+    assert float(res.max()) < 1e-5
+    torch.testing.assert_close(res, st["residual"])
+    bumped = X.clone()
+    bumped[:, 0] += 0.05
+    assert float(kkt_residual(D, Q, bumped, l1, l2).min()) > 1e-3
+    assert float(kkt_residual(D, Q, torch.zeros_like(X), l1, l2).min()) > 1e-3
+    # hand check of the definition on one query: g = D r − λ2 x; = λ1 on the support, ≤ λ1 off it
+    x = X[0].double().numpy()
+    g = D @ (Q[0] - D.T @ x) - l2 * x
+    on = x > 0
+    assert np.abs(g[on] - l1).max() < 1e-5 and (g[~on] <= l1 + 1e-5).all()
+
+
+def test_iters_mode_is_the_fixed_T_protocol() -> None:
+    D, Q = problem(80, 16, 3, 6)
+    l1, l2 = 0.05, 0.1
+    L = lipschitz(D, l2)
+    assert L == pytest.approx(1.01 * (np.linalg.eigvalsh(D.T @ D)[-1] + l2), rel=1e-5)
+    X1, _ = fista(D, Q, l1, l2, iters=1, L=L)
+    expected = np.maximum(Q @ D.T - l1, 0) / L  # x₁: thresholded dense scoring
+    np.testing.assert_allclose(X1.numpy(), expected, atol=1e-6)
+    X3, st3 = fista(D, Q, l1, l2, iters=3, L=L)
+    Xc, stc = fista(D, Q, l1, l2, tol=1e-6, L=L)
+    assert (st3["iterations"] == 3).all()
+    assert float((X3 - Xc).abs().max()) > 1e-2           # T = 3 is far from the minimiser …
+    assert float(st3["residual"].min()) > 1e-2
+    assert bool((objective(torch.tensor(D), torch.tensor(Q), X3, l1, l2)
+                 > objective(torch.tensor(D), torch.tensor(Q), Xc, l1, l2) + 1e-4).all())
+    X500, _ = fista(D, Q, l1, l2, iters=2000, L=L)        # … which plain FISTA approaches with T
+    assert float((X500 - Xc).abs().max()) < 1e-3
+
+
+def test_gram_form_equals_factor_form() -> None:
+    D, Q = problem(40, 12, 3, 7)
+    Dt, Qt = torch.tensor(D, dtype=torch.float32), torch.tensor(Q, dtype=torch.float32)
+    G = (Dt @ Dt.T).expand(3, 40, 40).contiguous()
+    b = Qt @ Dt.T
+    Xg, st = gram_fista(G, b, 0.1, 0.2, tol=1e-6)
+    Xf, _ = fista(D, Q, 0.1, 0.2, tol=1e-6)
+    torch.testing.assert_close(Xg, Xf, atol=1e-5, rtol=0)
+    # a masked (padded) candidate stays at zero and changes nothing
+    valid = torch.ones(3, 40, dtype=torch.bool)
+    valid[:, 5] = False
+    Xm, _ = gram_fista(G, b, 0.1, 0.2, tol=1e-6, valid=valid)
+    assert float(Xm[:, 5].abs().max()) == 0.0
+    Xr, _ = fista(np.delete(D, 5, 0), Q, 0.1, 0.2, tol=1e-6)
+    torch.testing.assert_close(torch.cat([Xm[:, :5], Xm[:, 6:]], 1), Xr, atol=1e-5, rtol=0)
+
+
+def clustered(n: int, d: int, b: int, seed: int, per: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.nn.functional.normalize(torch.randn(max(1, n // per), d, generator=g), dim=1)
+    lab = torch.randint(0, centres.shape[0], (n,), generator=g)
+    D = torch.nn.functional.normalize(centres[lab] + 0.5 * torch.randn(n, d, generator=g) / d ** 0.5, dim=1)
+    pick = torch.randint(0, n, (b, 3), generator=g)
+    Q = torch.nn.functional.normalize(D[pick].sum(1) + 0.05 * torch.randn(b, d, generator=g), dim=1)
+    return D, Q
+
+
+def assert_same_solution(a: Solution, b: Solution, atol: float = 1e-4) -> None:
+    """Same support and values within atol. A document sitting exactly on the KKT boundary
+    (g_j = λ1) may carry a coefficient of ~1e-7 in one float32 solution and 0 in the other; both
+    are optimal to the tolerance, so supports are compared above 1e-5."""
+    A, B = a.to_dense(), b.to_dense()
+    mismatch = (A > 0) != (B > 0)
+    assert float(torch.where(mismatch, torch.maximum(A, B), 0.0).max()) < 1e-5, "different supports"
+    assert int(mismatch.sum()) <= 1
+    assert float((A - B).abs().max()) < atol
+
+
+@pytest.mark.parametrize("candidates,chunk", [(8, 7), (3, 5), (8, 64)])
+def test_screened_guard_fires_and_matches_full_solve(candidates: int, chunk: int) -> None:
+    D, Q = clustered(600, 16, 24, 0)
+    l1, l2, tol = 0.2, 0.1, 1e-6  # supports of 7–17 documents: more than the candidates
+    full = solve_full(D, Q, l1, l2, tol=tol)
+    scr = screened_solve(D, Q, l1, l2, candidates=candidates, tol=tol, chunk_size=chunk)
+    assert scr.stats["guard_fired"] >= 1 and scr.stats["rounds_max"] >= 1
+    assert scr.stats["fallback"] == 0
+    assert_same_solution(scr, full)
+    assert float(scr.kkt(D, Q, l1, l2).max()) < 2 * tol
+
+
+def test_screened_guard_on_constructed_crowding() -> None:
+    """Ten near-copies of document a crowd the dense top-5 of q = a + 0.6·b; b must enter the
+    support, and only the whole-corpus guard can find it."""
+    d = 8
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.eye(d)[0], torch.eye(d)[1]
+    dups = torch.nn.functional.normalize(a + 0.05 * torch.randn(10, d, generator=g), dim=1)
+    others = torch.nn.functional.normalize(torch.randn(30, d, generator=g), dim=1)
+    others[:, :2] = -others[:, :2].abs()  # unrelated documents point away from q
+    others = torch.nn.functional.normalize(others, dim=1)
+    D = torch.cat([dups, b[None], others])
+    Q = torch.nn.functional.normalize((a + 0.6 * b)[None], dim=1)
+    l1, l2 = 0.05, 0.05
+    top5 = torch.topk(Q @ D.T, 5).indices
+    assert 10 not in top5.tolist()  # b is outside the candidates
+    scr = screened_solve(D, Q, l1, l2, candidates=5, tol=1e-6)
+    full = solve_full(D, Q, l1, l2, tol=1e-6)
+    assert scr.stats["guard_fired"] == 1
+    assert 10 in scr.lists()[0][0].tolist()
+    assert_same_solution(scr, full)
+
+
+def test_screened_without_guard_firing_and_fallback() -> None:
+    D, Q = clustered(600, 16, 24, 0)
+    l1, l2, tol = 0.2, 0.1, 1e-6
+    full = solve_full(D, Q, l1, l2, tol=tol)
+    wide = screened_solve(D, Q, l1, l2, candidates=200, tol=tol)
+    assert wide.stats["guard_fired"] == 0 and wide.stats["fallback"] == 0
+    assert_same_solution(wide, full)
+    # candidates given from outside (e.g. a faiss top-M) give the same answer
+    cand = torch.topk(Q @ D.T, 200, dim=1).indices.numpy()
+    assert_same_solution(screened_solve(D, Q, l1, l2, candidates=200, cand_idx=cand, tol=tol), full)
+    # no guard rounds allowed: every query the guard flags is solved on the full corpus instead
+    fb = screened_solve(D, Q, l1, l2, candidates=3, max_rounds=0, tol=tol)
+    assert fb.stats["fallback"] == fb.stats["guard_fired"] >= 1
+    assert_same_solution(fb, full)
+
+
+def test_cpu_blas_paths_agree() -> None:
+    """Large enough for the corpus-sized products to leave the single-thread path: numpy's and
+    torch's BLAS give the same solutions."""
+    D, Q = clustered(20000, 128, 128, 3, per=50)
+    a = screened_solve(D, Q, 0.2, 0.1, candidates=8, cpu_blas="numpy")
+    b = screened_solve(D, Q, 0.2, 0.1, candidates=8, cpu_blas="torch")
+    assert a.stats["guard_fired"] == b.stats["guard_fired"] >= 1
+    assert_same_solution(a, b, atol=1e-5)
+    assert float(a.kkt(D, Q, 0.2, 0.1).max()) < 1e-4
+    with pytest.raises(ValueError):
+        screened_solve(D[:10], Q[:2], 0.1, 0.1, cpu_blas="mkl")
+
+
+def test_solution_container_and_determinism() -> None:
+    D, Q = clustered(300, 12, 6, 2)
+    s1 = screened_solve(D, Q, 0.05, 0.1, candidates=20)
+    s2 = screened_solve(D, Q, 0.05, 0.1, candidates=20)
+    assert torch.equal(s1.indices, s2.indices) and torch.equal(s1.values, s2.values)
+    for idx, val in s1.lists():
+        assert (np.diff(val) <= 0).all() and (val > 0).all() and len(set(idx.tolist())) == len(idx)
+    dense = s1.to_dense()
+    assert dense.shape == (6, 300) and torch.equal((dense > 0).sum(1), s1.support_sizes)
+    torch.testing.assert_close(s1.kkt(D, Q, 0.05, 0.1, chunk=4), kkt_residual(D, Q, dense, 0.05, 0.1),
+                               atol=1e-6, rtol=0)
+    with pytest.raises(ValueError):
+        fista(D, Q, 0.1, 0.1)  # neither iters nor tol
