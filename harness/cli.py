@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import json
 import os
 import sys
@@ -495,6 +496,67 @@ def audit(
         out.print(t)
     else:
         fail("--format must be table, json or csv")
+
+
+@app.command()
+def tune(
+    retriever: str = typer.Argument(..., help="Retriever id (e.g. nnn-fix, mmr)."),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark id; its :dev split is used."),
+    grid: list[str] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... (repeatable): values to try."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE held fixed (repeatable)."),
+    measure: str = typer.Option("Comp@5", "--measure", "-m", help="Measure to optimise on the validation split."),
+    split: str = typer.Option("dev", "--split", help="Validation split name."),
+    seed: int = typer.Option(0, "--seed"),
+    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the best setting as a --config TOML table."),
+    label: Optional[str] = typer.Option(None, "--label", help="Name of the tuned variant in the TOML (default: the retriever id)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    device: Optional[str] = typer.Option(None, "--device"),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """Grid-search retriever parameters on the validation split (never the test split) and write
+    the best setting as TOML for `beyondsim run --config`. Grid points are not stored as results."""
+    from .tuning import grid_search, parse_grid, tuning_split
+
+    try:
+        g = parse_grid(list(grid or []))
+        fixed = {}
+        for item in param or []:
+            k, eq, v = item.partition("=")
+            if not eq or not k.strip():
+                raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
+            fixed[k.strip()] = v.strip()
+        bname = tuning_split(benchmark, split)
+    except ValueError as e:
+        fail(str(e))
+    settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, bootstrap=0)
+    t = Table(title=f"{retriever} on {bname}: {measure} over {len(list(itertools.product(*g.values())))} grid points",
+              title_justify="left")
+    for c in (*g, measure, "search s"):
+        t.add_column(c, justify="right")
+    with Store(settings.home / "results.sqlite") as store, RichProgress(console) as progress:
+        runner = Runner(settings, store, progress, log=lambda m: None)
+        try:
+            result = grid_search(runner, retriever, bname, g, measure, fixed=fixed, seed=seed,
+                                 on_point=lambda p: t.add_row(*[str(v) for v in p.params.values()],
+                                                              _fmt(p.value, measure), f"{p.search_s:.1f}"))
+        except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
+            fail(str(e))
+    out.print(t)
+    best = ", ".join(f"{k}={v}" for k, v in result.best.params.items())
+    out.print(f"best on {result.benchmark}: {best} ({measure} = {_fmt(result.best.value, measure)})", highlight=False)
+    log_dir = settings.home / "tuning"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{retriever}__{result.benchmark.replace('/', '_').replace(':', '_')}.json"
+    from .manifest import write_json_atomic
+
+    write_json_atomic(log_path, result.to_dict())
+    if out_file is not None:
+        tmp = Path(str(out_file) + ".tmp")
+        tmp.write_text(result.to_toml(label), encoding="utf-8")
+        os.replace(tmp, out_file)
+        out.print(f"best setting written to {out_file} (use: beyondsim run {label or retriever} --config {out_file})",
+                  highlight=False)
+    console.print(f"every grid point: {log_path}", highlight=False)
 
 
 @app.command()

@@ -245,7 +245,8 @@ class Runner:
             mvals: dict[str, MeasureValue] = {}
             for m in measures:
                 vals = list(ev.per_query.get(m, {}).values())
-                lo, hi = bootstrap_ci(vals, n_resamples=self.s.bootstrap, seed=seed)
+                lo, hi = (bootstrap_ci(vals, n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0
+                          else (None, None))
                 mvals[m] = MeasureValue(ev.means[m], ev.counts[m], lo, hi)
         cls = get_retriever_class(spec.name)
         return ResultRecord(
