@@ -61,3 +61,19 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "home"
     monkeypatch.setenv("BEYONDSIM_HOME", str(h))
     return h
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory):
+    """An encoder pool (CPU) with an embedding cache shared by the tests of one module."""
+    from harness.encoders import EncoderPool
+
+    return EncoderPool(tmp_path_factory.mktemp("cache"), "cpu")
+
+
+@pytest.fixture
+def ctx(pool):
+    """A run context on the CPU over the module's encoder pool."""
+    from harness.protocols import RunContext
+
+    return RunContext(seed=0, device="cpu", encoders=pool, cache_dir=pool.cache_dir)

@@ -34,15 +34,6 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> EncoderPool:
-    return EncoderPool(tmp_path_factory.mktemp("cache"), "cpu")
-
-
-@pytest.fixture
-def ctx(pool: EncoderPool) -> RunContext:
-    return RunContext(device="cpu", encoders=pool, cache_dir=pool.cache_dir)
-
 
 @pytest.fixture(scope="module")
 def corpus() -> Corpus:

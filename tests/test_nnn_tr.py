@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.encoders import EncoderPool
 from harness.protocols import RunContext, Trainable
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
 from retrievers.nnn import NNNFix, NNNParams
@@ -29,15 +28,6 @@ QUERIES = [
     Query("q2", "a cat on a mat and a barking dog"),
 ]
 
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> EncoderPool:
-    return EncoderPool(tmp_path_factory.mktemp("cache"), "cpu")
-
-
-@pytest.fixture
-def ctx(pool: EncoderPool) -> RunContext:
-    return RunContext(seed=0, device="cpu", encoders=pool, cache_dir=pool.cache_dir)
 
 
 @pytest.fixture(scope="module")
