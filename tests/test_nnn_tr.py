@@ -103,3 +103,16 @@ def test_short_fit_lowers_loss_and_is_deterministic(corpus: Corpus, ctx: RunCont
     assert histories[0] == histories[1]
     assert runs[0] == runs[1]
     assert max(e["val_comp5"] for e in h) >= h[0]["val_comp5"]
+
+
+def test_margin_makes_the_zero_solution_costly() -> None:
+    from retrievers.nnn_tr import completeness_loss
+
+    pos = torch.tensor([[True, True, False, False]])
+    zero = torch.zeros(1, 4)
+    assert completeness_loss(zero, pos, 1.5, 0.1).item() == 0.0  # the degenerate optimum without a margin
+    assert completeness_loss(zero, pos, 1.5, 0.1, margin=0.05).item() == pytest.approx(0.05)
+    good = torch.tensor([[0.5, 0.4, 0.0, 0.01]])  # relevant well above the irrelevant: no loss
+    assert completeness_loss(good, pos, 1.5, 0.1, margin=0.05).item() == 0.0
+    bad = torch.tensor([[0.0, 0.4, 0.5, 0.0]])  # a relevant coefficient at 0, an irrelevant one high
+    assert completeness_loss(bad, pos, 1.5, 0.1, margin=0.05).item() > 0.05
