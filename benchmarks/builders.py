@@ -1131,6 +1131,26 @@ def _first_word(sentence: str) -> str:
     return m.group(0).split("-")[0] if m else ""
 
 
+def _build_params(name: str, seed: int, max_queries: int | None, source: str, n_docs: int,
+                  rejected: Counter[str], candidate_documents: int, candidates: int, selected: int,
+                  **extra: Any) -> dict:
+    """The ``params`` record of a built set (written to ``build.json``); ``n_docs`` counts the
+    documents long enough to use, the short ones are added back from ``rejected``."""
+    return {
+        "builder": name,
+        "version": BUILDER_VERSION,
+        "seed": seed,
+        "max_queries": max_queries,
+        "source": source,
+        "documents": n_docs + rejected.get("document_too_short", 0),
+        "candidate_documents": candidate_documents,
+        "candidates": candidates,
+        "selected_groups": selected,
+        **extra,
+        "rejected": dict(sorted(rejected.items())),
+    }
+
+
 def _pair_set(name: str, suffix: str, docs: dict[str, _Doc], by_doc: dict[str, list[_PairCandidate]],
               wn: _WN, case: CaseModel, seed: int, max_queries: int | None, source: str,
               rejected: Counter[str], polarity: tuple[str, str]) -> BuiltSet:
@@ -1172,18 +1192,8 @@ def _pair_set(name: str, suffix: str, docs: dict[str, _Doc], by_doc: dict[str, l
             }
             q.update(dict(c.info))
             queries.append(q)
-    params = {
-        "builder": name,
-        "version": BUILDER_VERSION,
-        "seed": seed,
-        "max_queries": max_queries,
-        "source": source,
-        "documents": len(docs) + rejected.get("document_too_short", 0),
-        "candidate_documents": len(by_doc),
-        "candidates": sum(len(v) for v in by_doc.values()),
-        "selected_groups": len(chosen_docs),
-        "rejected": dict(sorted(rejected.items())),
-    }
+    params = _build_params(name, seed, max_queries, source, len(docs), rejected, len(by_doc),
+                           sum(len(v) for v in by_doc.values()), len(chosen_docs))
     return BuiltSet(name=name, corpus=corpus, queries=queries, params=params)
 
 
@@ -2013,19 +2023,8 @@ def build_exclusion(corpus: Corpus, *, seed: int = 0, max_queries: int | None = 
             "included_term": x,
             "excluded_term": y,
         })
-    params = {
-        "builder": "exclusion",
-        "version": BUILDER_VERSION,
-        "seed": seed,
-        "max_queries": max_queries,
-        "source": source,
-        "documents": len(docs) + rejected.get("document_too_short", 0),
-        "candidate_documents": len(by_doc),
-        "candidates": len(by_doc),
-        "selected_groups": len(chosen),
-        "max_term_doc_fraction": MAX_TERM_DOC_FRACTION,
-        "rejected": dict(sorted(rejected.items())),
-    }
+    params = _build_params("exclusion", seed, max_queries, source, len(docs), rejected, len(by_doc), len(by_doc),
+                           len(chosen), max_term_doc_fraction=MAX_TERM_DOC_FRACTION)
     return BuiltSet(name="exclusion", corpus=corpus_out, queries=queries, params=params)
 
 

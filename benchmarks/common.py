@@ -17,16 +17,20 @@ problem; absent files raise :class:`harness.data.MissingDataError` (via ``requir
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Iterable, Iterator, Sequence
 
-from harness.data import (DataError, DatasetInfo, get_field, iter_jsonl, missing_files, read_qrels_tsv,
+from harness.data import (DataError, DatasetInfo, get_field, iter_jsonl, missing_files, read_json, read_qrels_tsv,
                           require_files)
 from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query, benchmark_fingerprint
 
 Origin = Path | str
 """Where records come from: a file path, or a label for an online source."""
+
+SPLIT_SEED = 0
+"""Seed of every split a loader makes where the dataset releases none (recorded in ``notes``)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,3 +352,77 @@ def dedup_by_text(documents: Iterable[Document]) -> DedupResult:
             kept.append(d)
         canonical[d.id] = first[key]
     return DedupResult(kept, canonical)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-list files, seeded splits and split names (ToolLens, ToolBank, MultiHop-RAG, ExcluIR)
+
+
+def json_list(path: Path) -> list[Any]:
+    """A file holding one JSON list."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(path, None, f"expected a JSON list, got {type(data).__name__}")
+    return data
+
+
+def item_field(obj: Any, names: str | Sequence[str], origin: Origin, where: str,
+               kind: type | tuple[type, ...] = str, default: Any = ..., nonempty: bool = False) -> Any:
+    """``get_field`` for an element of a JSON list or dict: errors name the file and ``where``
+    (``item 17``, ``entry 'numpy.add'``) instead of a line."""
+    if not isinstance(obj, dict):
+        raise DataError(origin, None, f"{where}: expected a JSON object, got {type(obj).__name__}")
+    try:
+        value = get_field(obj, names, Path(str(origin)), None, kind=kind, default=default)
+    except DataError as e:
+        raise DataError(origin, None, f"{where}: {e.problem}") from None
+    if nonempty and isinstance(value, (str, list)) and not (value.strip() if isinstance(value, str) else value):
+        key = names if isinstance(names, str) else names[0]
+        raise DataError(origin, None, f"{where}: field {key!r} is empty")
+    return value
+
+
+def seeded_partition(ids: Iterable[str], fractions: Sequence[tuple[str, float]], rest: str,
+                     seed: int = SPLIT_SEED) -> dict[str, set[str]]:
+    """Split ``ids`` at random: each ``(split, fraction)`` in order takes ``int(n * fraction)`` ids
+    of the shuffled list, ``rest`` takes what is left. The ids are sorted before the shuffle (with
+    ``random.Random(seed)``), so the result depends only on the set of ids and the seed."""
+    order = sorted(set(ids))
+    random.Random(seed).shuffle(order)
+    n, start = len(order), 0
+    out: dict[str, set[str]] = {}
+    for split, frac in fractions:
+        size = int(n * frac)
+        out[split] = set(order[start:start + size])
+        start += size
+    out[rest] = set(order[start:])
+    return out
+
+
+def set_size_stats(relevance: dict[str, dict[str, int]], threshold: int = 1) -> dict[str, float]:
+    """Relevant items per query: ``{"min", "max", "mean"}`` (mean rounded to 4 places)."""
+    sizes = [sum(1 for g in docs.values() if g >= threshold) for docs in relevance.values()]
+    if not sizes:
+        return {"min": 0, "max": 0, "mean": 0.0}
+    return {"min": min(sizes), "max": max(sizes), "mean": round(sum(sizes) / len(sizes), 4)}
+
+
+def with_set_size(queries: Iterable[Query], relevance: dict[str, dict[str, int]]) -> list[Query]:
+    """Queries with ``meta["set_size"]`` = how many relevant items they need (as a string, so
+    that per-group breakdowns can use it)."""
+    return [Query(q.id, q.text, {**q.meta, "set_size": str(sum(1 for g in relevance[q.id].values() if g >= 1))})
+            for q in queries]
+
+
+def split_of(name: str, base: str, splits: Sequence[str]) -> str:
+    """``<base>`` / ``<base>:test`` → ``test``; ``<base>:<split>`` → ``split``."""
+    b, sep, split = name.partition(":")
+    split = split or ("" if sep else "test")
+    if b != base or split not in splits:
+        allowed = ", ".join(repr(base if s == "test" else f"{base}:{s}") for s in splits)
+        raise ValueError(f"unknown benchmark {name!r}; use {allowed}")
+    return split
+
+
+def split_name(base: str, split: str) -> str:
+    return base if split == "test" else f"{base}:{split}"

@@ -52,7 +52,7 @@ from harness.data import DataError, DatasetInfo, MissingDataError, get_field, it
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
 
 from .common import IdTracker, LoaderBase, build_corpus, check_doc_refs, get_id_list, require_text
-from .tools import item_field, json_list, split_name
+from .common import item_field, json_list, split_name
 
 EXCLUIR_REPO = "https://github.com/zwh-sdu/ExcluIR"
 EXCLUIR_DRIVE = "https://drive.google.com/drive/folders/1O7IHuEHgjAHL6FCb8z5-zTI3YCqcA5J1"

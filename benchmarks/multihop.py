@@ -42,7 +42,7 @@ from harness.data import DataError, DatasetInfo
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
 
 from .common import LoaderBase, Origin
-from .tools import item_field, json_list, seeded_partition, set_size_stats, split_name, split_of, with_set_size
+from .common import item_field, json_list, seeded_partition, set_size_stats, split_name, split_of, with_set_size
 
 GITHUB = "https://github.com/yixuantt/MultiHop-RAG"
 HF_DATASET = "yixuantt/MultiHopRAG"

@@ -720,7 +720,6 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, *, candidates: int = 32
             nxt: tuple[list, list, list, list] = ([], [], [], [])
             for s in range(0, rows_r.numel(), chunk_size):
                 rows = rows_r[s:s + chunk_size]
-                b = rows.numel()
                 q = Q[rows]
                 if cols_r is None:  # dense candidates (round 0 without cand_idx)
                     S = corpus_product(q)
