@@ -41,6 +41,9 @@ class RunContext:
     progress: Progress = field(default_factory=NullProgress)
     cache_dir: Path = field(default_factory=lambda: Path(".beyondsim/cache"))
     benchmark_name: str = ""
+    # The validation split (``<benchmark>:dev``) for a trainable retriever's early stopping and
+    # model selection, when the benchmark has one; never the evaluated split.
+    validation: "Benchmark | None" = None
 
     def scratch(self, *parts: str) -> Path:
         p = self.cache_dir.joinpath(*parts)

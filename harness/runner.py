@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import __version__ as HARNESS_VERSION
-from .data import default_data_dir
+from .data import DataError, default_data_dir
 from .encoders import EncoderPool, default_device
 from .ledger import Ledger, PhaseTime
 from .metrics import evaluate, parse_measure
@@ -192,6 +192,22 @@ class Runner:
                                "evaluated split; refusing to score a retriever on data it saw")
         return train
 
+    def validation_benchmark(self, bench: Benchmark) -> Benchmark | None:
+        """``<name>:dev`` when the benchmark has such a split (and it shares no query with the
+        evaluated split), else ``None`` — a trainable retriever then holds out part of train."""
+        name = bench.name.split(":", 1)[0] + ":dev"
+        if name == bench.name:
+            return None
+        try:
+            dev, _ = self.load_benchmark(name)
+        except DataError:
+            raise  # a dev split that exists but is broken is an error, not an absence
+        except (LookupError, FileNotFoundError, ValueError):  # no such split
+            return None
+        if {q.id for q in dev.queries} & {q.id for q in bench.eval_queries} or dev.version == bench.version:
+            return None
+        return dev
+
     def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
         return result_key(spec.hash, bench.version, seed, self.s.k, HARNESS_VERSION)
 
@@ -229,6 +245,7 @@ class Runner:
         queries = bench.eval_queries
         if isinstance(retriever, Trainable) and callable(getattr(retriever, "fit", None)):
             train = self.train_benchmark(bench)
+            ctx.validation = self.validation_benchmark(bench)
             with ledger.phase("fit", items=len(train.eval_queries)):
                 retriever.fit(train, ctx)
         self.log(f"run {spec.display} on {bench.name} (seed {seed}): {len(bench.corpus):,} documents, "
