@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-slow install install-test clean
+.PHONY: demo test test-slow test-llm install install-test install-llm clean
 
 # torch is pinned in the same pip call as the project: the CPU wheel; an unpinned torch
 # would pull a multi-GB CUDA build.
@@ -19,6 +19,11 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install -q $(TORCH) -e '.[test]'
 
+# llama-cpp-python compiles llama.cpp (~10 min on 2 cores the first time; pip's wheel cache
+# makes later installs fast). GGML_NATIVE=OFF: a wheel that runs on any x86-64 of this kind.
+install-llm: $(BIN)/python
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" $(BIN)/pip install -q $(TORCH) -e '.[test,llm]'
+
 ## Install, run the demo suite (bm25 + dense on nevir, negconstraint, diag/antonym, beir/scifact)
 ## offline, and write the leaderboard to leaderboard/index.html.
 demo: install
@@ -31,6 +36,10 @@ test: install-test
 ## Slow / model-heavy tests (CI runs them too); pytest's exit 5 (nothing selected) is not a failure.
 test-slow: install-test
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]
+
+## The embedded-LLM integration tests (HyDE and DEO against the real llama.cpp server).
+test-llm: install-llm
+	$(BIN)/python -m pytest -q -m llm
 
 clean:
 	rm -rf $(VENV) leaderboard *.egg-info

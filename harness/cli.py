@@ -32,8 +32,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="beyondsim — benchmark harness for retrieval beyond semantic similarity.")
 list_app = typer.Typer(help="List retrievers, benchmarks or suites.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark data on disk.", no_args_is_help=True)
+llm_app = typer.Typer(help="The LLM behind hyde/deo: the embedded llama.cpp server, settings, cache.",
+                      no_args_is_help=True)
 app.add_typer(list_app, name="list")
 app.add_typer(data_app, name="data")
+app.add_typer(llm_app, name="llm")
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -113,13 +116,24 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file: [retrievers.NAME] tables of parameters."),
     measure: list[str] = typer.Option(None, "--measure", "-m", help="Extra measure to compute (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Recompute results that already exist."),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="Score only the first N judged queries "
+                                              "(stored as the benchmark '<name>[:N]', apart from full runs)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory (else BEYONDSIM_DATA, else ../shared/data)."),
     online: bool = typer.Option(False, "--online", help="Allow loaders to fetch missing data from the official source."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME", help="Store and caches (default ~/.beyondsim)."),
     leaderboard_dir: Optional[Path] = typer.Option(None, "--leaderboard", help="Render the leaderboard here afterwards."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible server for LLM retrievers "
+                                               "(else BEYONDSIM_LLM_BASE_URL, else the embedded llama.cpp server). "
+                                               "The key comes from BEYONDSIM_LLM_API_KEY or OPENAI_API_KEY."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name on that server (else BEYONDSIM_LLM_MODEL)."),
+    max_usd: Optional[float] = typer.Option(None, "--max-usd", help="Stop before the LLM request that could pass this spend."),
+    max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Stop before LLM request number N+1 (cache hits are free)."),
+    llm_concurrency: Optional[int] = typer.Option(None, "--llm-concurrency", help="Parallel LLM requests (default 4)."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="Extra prices TOML on top of harness/prices.toml."),
 ) -> None:
-    """Run retrievers on benchmarks, score them and store the results."""
+    """Run retrievers on benchmarks, score them and store the results. Exit code 3: stopped by the
+    LLM budget (finished results are stored; LLM responses are cached, so a rerun resumes)."""
     cfg = _load_config(config)
     benches = list(benchmark or [])
     names = list(retrievers or [])
@@ -157,8 +171,12 @@ def run(
     except (RegistryError, ValueError) as e:
         fail(str(e))
     seed_list = list(seed) if seed else list(range(seeds))
+    llm_settings = _llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd,
+                                 max_calls=max_calls, concurrency=llm_concurrency,
+                                 prices=str(prices) if prices else None)
     settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
-                        extra_measures=tuple(measure or ()))
+                        extra_measures=tuple(measure or ()), llm=llm_settings,
+                        max_queries=max_queries)
     store = Store(settings.home / "results.sqlite")
     with RichProgress(console) as progress:
         runner = Runner(settings, store, progress, log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
@@ -166,10 +184,26 @@ def run(
             outcomes = runner.run(specs, benches, seed_list)
         except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
             fail(str(e))
+        finally:
+            runner.close()
     _print_outcomes(outcomes)
     console.print(f"results store: {store.path}", highlight=False, soft_wrap=True)
     if leaderboard_dir is not None:
         _render(store, leaderboard_dir)
+    if runner.budget_stop:
+        raise typer.Exit(3)
+
+
+def _llm_settings(cfg: dict[str, Any], path: Optional[Path], **overrides: Any) -> Any:
+    from .llm import LLMSettings
+
+    table = cfg.get("llm", {})
+    if not isinstance(table, dict):
+        fail(f"{path}: [llm] must be a table")
+    try:
+        return LLMSettings.resolve(table, **overrides)
+    except (TypeError, ValueError) as e:
+        fail(f"{path or 'LLM settings'}: {e}")
 
 
 def _missing_on_disk(name: str, root: Path) -> bool:
@@ -452,6 +486,8 @@ def _audit_rows(store: Store, by: str) -> list[dict[str, Any]]:
     rows = []
     for g in groups.values():
         g["qps"] = g["queries"] / g["online_s"] if g["online_s"] > 0 else None
+        g["total_s"] = g["offline_s"] + g["online_s"]
+        g["tokens_k"] = (g["prompt_tokens"] + g["completion_tokens"]) / 1000
         g["usd"] = None if g["usd"] is None else round(g["usd"], 6)
         rows.append(g)
     return sorted(rows, key=lambda x: (x["retriever"], x["benchmark"]))
@@ -461,13 +497,22 @@ def _audit_rows(store: Store, by: str) -> list[dict[str, Any]]:
 def audit(
     by: str = typer.Option("pair", "--by", help="Group by retriever, benchmark, or pair (retriever × benchmark)."),
     fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv."),
+    view: str = typer.Option("full", "--view", help="full, or paper: CoDeR Table 7's columns (setting, method, "
+                             "time s = offline + online, cost $, tokens K)."),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Efficiency and API cost per retriever × benchmark: offline/online seconds, LLM calls, tokens, $."""
+    """Efficiency and API cost per retriever × benchmark: offline/online seconds, LLM calls, cache hits,
+    prompt/completion tokens and $ (new spend; cache hits cost $0; "unknown" when a model has no price)."""
     if by not in ("pair", "retriever", "benchmark"):
         fail("--by must be retriever, benchmark or pair")
+    if view not in ("full", "paper"):
+        fail("--view must be full or paper")
     with open_store(home) as store:
         rows = _audit_rows(store, by)
+    if view == "paper":
+        rows = [{"setting": r["benchmark"], "method": r["retriever"], "time_s": round(r["total_s"], 2),
+                 "usd": r["usd"], "tokens_k": round(r["tokens_k"], 2)}
+                for r in sorted(rows, key=lambda x: (x["benchmark"], x["retriever"]))]
     if fmt == "json":
         out.print_json(json.dumps(rows))
     elif fmt == "csv":
@@ -478,10 +523,11 @@ def audit(
         sys.stdout.write(buf.getvalue())
     elif fmt == "table":
         t = Table(title="cost and time audit")
-        cols = ["retriever", "benchmark", "results", "offline_s", "online_s", "qps", "cpu_s", "llm_calls",
-                "cache_hits", "prompt_tokens", "completion_tokens", "usd"]
+        cols = (["setting", "method", "time_s", "usd", "tokens_k"] if view == "paper" else
+                ["retriever", "benchmark", "results", "offline_s", "online_s", "qps", "cpu_s", "llm_calls",
+                 "cache_hits", "prompt_tokens", "completion_tokens", "usd"])
         for c in cols:
-            t.add_column(c, justify="left" if c in ("retriever", "benchmark") else "right")
+            t.add_column(c, justify="left" if c in ("retriever", "benchmark", "setting", "method") else "right")
         for r in rows:
             cells = []
             for c in cols:
@@ -677,6 +723,73 @@ def import_cmd(
         except ValueError as e:
             fail(str(e))
     console.print(f"imported {added} result(s), {skipped} already present", highlight=False)
+
+
+@llm_app.command("serve")
+def llm_serve(
+    port: int = typer.Option(8080, "--port", help="Port on 127.0.0.1."),
+    model_path: Optional[Path] = typer.Option(None, "--model-path", help="A GGUF file (default: the packaged Gemma-3-270M)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all)."),
+    n_ctx: int = typer.Option(4096, "--n-ctx", help="Context window."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """Serve the embedded LLM (llama.cpp, Gemma-3-270M) until Ctrl-C; point runs at it with
+    --llm-base-url http://127.0.0.1:PORT/v1 to share one server between runs."""
+    import time
+
+    from .llm import EmbeddedServer, LLMError, LLMSettings
+
+    if home is not None:
+        os.environ["BEYONDSIM_HOME"] = str(home_dir(home))
+    srv = EmbeddedServer(LLMSettings(embedded_threads=threads, embedded_ctx=n_ctx), model_path=model_path, port=port)
+    try:
+        url = srv.start()
+    except LLMError as e:
+        fail(str(e))
+    console.print(f"serving {srv.model_path} at {url} (model name for --llm-model: "
+                  f"gemma-3-270m-q4_k_m); log: {srv.log_path}. Ctrl-C stops it.", highlight=False, soft_wrap=True)
+    try:
+        while srv.proc is not None and srv.proc.poll() is None:
+            time.sleep(1)
+        fail(f"the server exited; see {srv.log_path}", code=1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.stop()
+
+
+@llm_app.command("info")
+def llm_info(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config with an [llm] table."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model"),
+    prices: Optional[Path] = typer.Option(None, "--prices"),
+    ping: bool = typer.Option(False, "--ping", help="Send one short request (uncached) and report its latency."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """The LLM settings a run would use (never the key), its price, and the response cache."""
+    from .ledger import Ledger
+    from .llm import LLMClient, LLMError
+
+    cfg = _load_config(config)
+    settings = _llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, prices=str(prices) if prices else None)
+    h = home_dir(home)
+    try:
+        client = LLMClient(settings, cache_path=h / "cache" / "llm.sqlite")
+    except LLMError as e:
+        fail(str(e))
+    with client:
+        info = client.describe() | {"cache": client.cache.stats() if client.cache else None}
+        if ping:
+            client.cache = None
+            led = Ledger()
+            try:
+                c = client.chat("Reply with the single word: ready", led, max_tokens=8, purpose="ping")
+            except LLMError as e:
+                fail(str(e), code=1)
+            info["ping"] = {"reply": c.texts[0] if c.texts else "", "latency_s": round(led.llm_calls[0].latency_s, 3),
+                            "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "usd": c.usd}
+    out.print_json(json.dumps(info, default=str))
 
 
 @app.command()

@@ -42,6 +42,7 @@ class LLMCall:
 class Ledger:
     phases: dict[str, PhaseTime] = field(default_factory=dict)
     llm_calls: list[LLMCall] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _current: str = ""
 
@@ -65,6 +66,11 @@ class Ledger:
             if not call.phase:
                 call.phase = self._current
             self.llm_calls.append(call)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """A named event counter (``llm.retries``, ``deo.fallback`` …), kept with the result."""
+        with self._lock:
+            self.counters[name] = self.counters.get(name, 0) + n
 
     def to_dict(self) -> dict[str, Any]:
         """``phases`` and ``llm_calls`` in the form the results store keeps."""

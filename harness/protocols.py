@@ -45,6 +45,13 @@ class RunContext:
     # model selection, when the benchmark has one; never the evaluated split.
     validation: "Benchmark | None" = None
 
+    def require_llm(self, who: str) -> Any:
+        """The shared LLM client, or a clear error naming the retriever that needs one."""
+        if self.llm is None:
+            raise RuntimeError(f"{who} needs an LLM: run it with `beyondsim run` (which provides the shared client) "
+                               "or pass RunContext(llm=harness.llm.LLMClient(...))")
+        return self.llm
+
     def scratch(self, *parts: str) -> Path:
         p = self.cache_dir.joinpath(*parts)
         p.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ from . import __version__ as HARNESS_VERSION
 from .data import DataError, default_data_dir
 from .encoders import EncoderPool, default_device
 from .ledger import Ledger, PhaseTime
+from .llm import BudgetExceeded, LLMClient, LLMSettings
 from .metrics import evaluate, parse_measure
 from .protocols import NullProgress, Progress, RunContext, Trainable, missing_protocol_members
 from .registry import RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate
@@ -51,6 +52,8 @@ class Settings:
     device: str | None = None
     extra_measures: tuple[str, ...] = ()
     bootstrap: int = 1000
+    llm: LLMSettings | None = None  # None: defaults (the embedded server, no budget)
+    max_queries: int | None = None  # score only the first N judged queries (a named slice)
 
 
 @dataclass
@@ -59,7 +62,7 @@ class Outcome:
     benchmark: str
     seed: int
     key: str
-    status: str  # "done" | "skipped"
+    status: str  # "done" | "skipped" | "budget" (stopped by the LLM budget before it finished)
     record: ResultRecord | None = None
     headline: tuple[str, ...] = ()  # the benchmark's default measures, for summaries
 
@@ -168,6 +171,26 @@ class Runner:
         self.encoders = EncoderPool(settings.home / "cache", self.device, self.progress)
         self._benchmarks: dict[str, tuple[Benchmark, float]] = {}
         self.environment = environment(self.device)  # the same for every result of this run
+        self._llm: LLMClient | None = None
+        self.budget_stop: str | None = None  # why the run stopped early, when the LLM budget did it
+
+    @property
+    def llm(self) -> LLMClient:
+        """The run's shared LLM client (one budget for the whole run). Built on first use; the
+        embedded server behind it starts only when a request misses the cache."""
+        if self._llm is None:
+            self._llm = LLMClient(self.s.llm or LLMSettings(), cache_path=self.s.home / "cache" / "llm.sqlite")
+        return self._llm
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def load_benchmark(self, name: str) -> tuple[Benchmark, float]:
         if name not in self._benchmarks:
@@ -175,6 +198,8 @@ class Runner:
             ledger = Ledger()
             with ledger.phase("load"):
                 bench = loader.load(bname, self.data_dir, online=self.s.online)
+                if self.s.max_queries is not None and not bname.endswith((":train", ":dev")):
+                    bench = bench.head(self.s.max_queries)
             self._benchmarks[name] = (bench, ledger.phases["load"].wall_s)
             self.store.save_benchmark(benchmark_info(bench))
         return self._benchmarks[name]
@@ -208,8 +233,19 @@ class Runner:
             return None
         return dev
 
+    def uses_llm(self, spec: RetrieverSpec) -> bool:
+        """Whether the retriever calls an LLM: a class attribute ``uses_llm``, either a bool or a
+        function of the params object (``deo`` calls one only with the LLM decomposer)."""
+        flag = getattr(get_retriever_class(spec.name), "uses_llm", False)
+        if callable(flag):
+            return bool(flag(instantiate(spec).params))
+        return bool(flag)
+
     def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
-        return result_key(spec.hash, bench.version, seed, self.s.k, HARNESS_VERSION)
+        """The result key; an LLM retriever's includes the model, so the same method run with another
+        LLM is another result."""
+        spec_part = f"{spec.hash}|llm={self.llm.model}" if self.uses_llm(spec) else spec.hash
+        return result_key(spec_part, bench.version, seed, self.s.k, HARNESS_VERSION)
 
     def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
         for spec in specs:  # validate every class before any work
@@ -230,7 +266,15 @@ class Runner:
                         outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key),
                                                 bench.default_measures))
                         continue
-                    rec = self.run_one(spec, bench, seed, load_s)
+                    try:
+                        rec = self.run_one(spec, bench, seed, load_s)
+                    except BudgetExceeded as e:
+                        self.budget_stop = str(e)
+                        self.log(f"stopped: {e}. {sum(o.status == 'done' for o in outcomes)} result(s) of this run are "
+                                 "stored; every LLM response received is cached, so a rerun with a larger budget "
+                                 "resumes without paying for them again")
+                        outcomes.append(Outcome(spec, bench.name, seed, key, "budget", None, bench.default_measures))
+                        return outcomes
                     self.store.save(rec, replace=self.s.force)
                     outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec, bench.default_measures))
         return outcomes
@@ -239,8 +283,10 @@ class Runner:
         seed_everything(seed)
         ledger = Ledger()
         ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
+        uses_llm = self.uses_llm(spec)
         ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
-                         progress=self.progress, cache_dir=self.s.home / "cache", benchmark_name=bench.name)
+                         llm=self.llm if uses_llm else None, progress=self.progress,
+                         cache_dir=self.s.home / "cache", benchmark_name=bench.name)
         retriever = instantiate(spec)
         queries = bench.eval_queries
         if isinstance(retriever, Trainable) and callable(getattr(retriever, "fit", None)):
@@ -274,5 +320,6 @@ class Runner:
             **ledger.to_dict(),
             rankings=dict(run),
             environment=self.environment, provenance=provenance(cls),
-            extra={"encoder_stats": dict(self.encoders.stats)},
+            extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
+                   **({"llm": self.llm.describe()} if uses_llm else {})},
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -149,6 +149,32 @@ class Benchmark:
                     values.setdefault(key, {})[q.id] = v
         return {key: col for key, col in values.items()
                 if 2 <= len(set(col.values())) <= min(max_groups, max(2, len(queries) // 2))}
+
+    def head(self, n: int) -> "Benchmark":
+        """The first ``n`` judged queries over the same corpus (a smoke-test slice; NevIR-style
+        pairs are kept whole, so a slice may hold ``n + 1``). Named ``<name>[:n]``, with its own
+        content version, so its results never mix with the full benchmark's."""
+        if n < 1:
+            raise ValueError("a query slice needs n ≥ 1")
+        ids = [q.id for q in self.eval_queries]
+        if self.pairs:
+            keep: list[str] = []
+            for p in self.pairs:
+                if len(keep) >= n:
+                    break
+                keep += [q for q in (p.q1, p.q2) if q not in keep]
+        else:
+            keep = ids[:n]
+        if len(keep) >= len(ids):
+            return self
+        ks = set(keep)
+        judg = Judgments({q: r for q, r in self.judgments.relevance.items() if q in ks},
+                         {q: v for q, v in self.judgments.violating.items() if q in ks})
+        return replace(self, name=f"{self.name}[:{n}]", version=content_hash([self.version, f"head:{n}"]),
+                       queries=[q for q in self.queries if q.id in ks or q.id not in self.judgments.relevance],
+                       judgments=judg, splits={k: [q for q in v if q in ks] for k, v in self.splits.items()},
+                       pairs=[p for p in self.pairs if p.q1 in ks and p.q2 in ks] if self.pairs else self.pairs,
+                       description=f"{self.description} (first {len(keep)} judged queries)".strip())
 
     def stats(self) -> dict[str, int]:
         return {

