@@ -269,6 +269,7 @@ class ChatRequest:
     top_p: float = 1.0
     seed: int | None = None
     json_mode: bool = False
+    json_schema: str = ""  # JSON text of a schema; with json_mode, sent as llama.cpp's constrained form
     purpose: str = ""
 
     @staticmethod
@@ -287,6 +288,8 @@ class ChatRequest:
             p["seed"] = self.seed
         if self.json_mode:
             p["response_format"] = {"type": "json_object"}
+            if self.json_schema:  # llama.cpp servers turn this into a grammar; OpenAI does not take it
+                p["response_format"]["schema"] = json.loads(self.json_schema)
         return p
 
 

@@ -31,6 +31,7 @@ parameter. Its exact prompt is not published; ``DECOMPOSE_PROMPT`` states the pu
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -62,6 +63,16 @@ Query: vegetarian recipes without mushrooms
 
 Query: {query}
 Answer with JSON only: {{"positives": [...], "negatives": [...]}}"""
+# Bounds the reply of a grammar-constrained local model (llama.cpp), which otherwise can run on
+# until max_tokens and cut its JSON short.
+DECOMPOSE_SCHEMA = json.dumps({
+    "type": "object",
+    "properties": {
+        "positives": {"type": "array", "items": {"type": "string", "maxLength": 100}, "minItems": 1, "maxItems": 3},
+        "negatives": {"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": 4},
+    },
+    "required": ["positives", "negatives"],
+}, sort_keys=True)
 REASK = ('That was not a valid answer. Reply with exactly one JSON object of the form '
          '{"positives": ["..."], "negatives": ["..."]} and nothing else.')
 
@@ -82,6 +93,9 @@ class DeoParams(DenseParams):
     temperature: float = 0.0
     max_tokens: int = 256
     json_mode: bool = True
+    # "auto": a JSON schema (bounded lists and strings) for the embedded llama.cpp server, plain JSON
+    # mode elsewhere; "on" always sends it (llama.cpp-based servers); "off" never
+    json_schema: str = "auto"
     max_reasks: int = 2
     prompt: str = ""  # custom decomposition prompt with {query}; empty = DECOMPOSE_PROMPT
 
@@ -94,6 +108,8 @@ class DeoParams(DenseParams):
             raise ValueError("deo: λp, λn, λo must be ≥ 0")
         if self.prompt and "{query}" not in self.prompt:
             raise ValueError("deo: a custom prompt needs a {query} placeholder")
+        if self.json_schema not in ("auto", "on", "off"):
+            raise ValueError("deo: json_schema must be auto, on or off")
 
 
 @dataclass(frozen=True)
@@ -201,6 +217,8 @@ class DEO(DenseRetriever):
             return [rules_decompose(q.text) for q in queries]
         llm: LLMClient = ctx.require_llm("deo")
         template = p.prompt or DECOMPOSE_PROMPT
+        use_schema = p.json_schema == "on" or (p.json_schema == "auto" and bool(getattr(llm, "embedded", False)))
+        schema = DECOMPOSE_SCHEMA if (p.json_mode and use_schema) else ""
         convs: list[list[dict[str, str]]] = [
             [{"role": "system", "content": DECOMPOSE_SYSTEM}, {"role": "user", "content": template.format(query=q.text)}]
             for q in queries]
@@ -211,7 +229,7 @@ class DEO(DenseRetriever):
                 if not pending:
                     break
                 reqs = [ChatRequest.of(convs[i], temperature=p.temperature, max_tokens=p.max_tokens,
-                                       json_mode=p.json_mode, purpose="deo.decompose" if attempt == 0 else "deo.reask")
+                                       json_mode=p.json_mode, json_schema=schema, purpose="deo.decompose" if attempt == 0 else "deo.reask")
                         for i in pending]
                 replies = llm.chat_many(reqs, ctx.ledger)
                 still: list[int] = []

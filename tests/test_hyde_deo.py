@@ -326,3 +326,13 @@ def test_max_usd_with_unknown_price_is_refused(tmp_path: Path, home: Path, serve
                  "--max-usd", "1")
     assert res.exit_code == 2
     assert "unknown" in res.output and server.count == 0
+
+
+def test_deo_sends_a_bounding_schema_only_where_asked(llm_ctx, server):
+    DEO(DeoParams(json_schema="on")).decompose([Query("a", "wine without France")], llm_ctx)
+    fmt = server.requests[-1]["response_format"]
+    assert fmt["type"] == "json_object"
+    assert fmt["schema"]["properties"]["positives"]["maxItems"] == 3
+    # "auto" sends it to the embedded llama.cpp server only; this client has a base URL
+    DEO(DeoParams()).decompose([Query("b", "beer without hops")], llm_ctx)
+    assert server.requests[-1]["response_format"] == {"type": "json_object"}
