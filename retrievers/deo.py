@@ -288,3 +288,67 @@ class DEORules(DEO):
 
     def __init__(self, params: DeoRulesParams | None = None):
         super().__init__(params or DeoRulesParams())
+
+
+def compare_decomposers(queries: Sequence[Query], ctx: RunContext, params: DeoParams | None = None) -> dict[str, Any]:
+    """How often the rule-based decomposer agrees with the LLM's on ``queries`` (the LLM replies come
+    from the shared cache when a ``deo`` run already asked them): the rates of
+    :func:`retrievers.decompose.agreement_summary` plus per-query rows."""
+    from .decompose import agreement, agreement_summary
+
+    p = params or DeoParams()
+    llm_decs = DEO(p).decompose(queries, ctx)
+    rule_decs = [rules_decompose(q.text) for q in queries]
+    rows = [{"query_id": q.id, "query": q.text, "llm": a.to_dict(), "rules": b.to_dict(), **agreement(b, a)}
+            for q, a, b in zip(queries, llm_decs, rule_decs)]
+    summary = agreement_summary(zip(rule_decs, llm_decs))
+    summary["llm_fallbacks"] = sum(d.source == "fallback" for d in llm_decs)
+    return {"summary": summary, "queries": rows}
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """``python -m retrievers.deo agreement -b nevir [--max-queries N] [--llm-base-url URL --llm-model M]``:
+    agreement of ``deo-rules`` with the LLM decomposition, through the run's LLM cache."""
+    import argparse
+
+    from harness.data import default_data_dir, default_home
+    from harness.ledger import Ledger, call_totals
+    from harness.llm import LLMClient, LLMSettings
+    from harness.registry import get_benchmark_loader
+
+    ap = argparse.ArgumentParser(prog="python -m retrievers.deo")
+    ap.add_argument("command", choices=["agreement"])
+    ap.add_argument("-b", "--benchmark", action="append", required=True)
+    ap.add_argument("--max-queries", type=int, default=None)
+    ap.add_argument("--max-tokens", type=int, default=DeoParams.max_tokens)
+    ap.add_argument("--llm-base-url", default=None)
+    ap.add_argument("--llm-model", default=None)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--rows", help="write per-query rows (JSON lines) here")
+    a = ap.parse_args(argv)
+    home = default_home(None)
+    settings = LLMSettings.resolve({}, base_url=a.llm_base_url, model=a.llm_model)
+    out: dict[str, Any] = {}
+    rows_f = open(a.rows, "w", encoding="utf-8") if a.rows else None
+    with LLMClient(settings, cache_path=home / "cache" / "llm.sqlite") as llm:
+        for name in a.benchmark:
+            loader, bname = get_benchmark_loader(name)
+            bench = loader.load(bname, default_data_dir(a.data_dir))
+            if a.max_queries:
+                bench = bench.head(a.max_queries)
+            ledger = Ledger()
+            ctx = RunContext(llm=llm, ledger=ledger, benchmark_name=bench.name)
+            res = compare_decomposers(bench.eval_queries, ctx, DeoParams(max_tokens=a.max_tokens))
+            res["summary"]["llm"] = {k: v for k, v in call_totals([vars(c) for c in ledger.llm_calls]).items()}
+            out[bench.name] = res["summary"]
+            if rows_f:
+                for r in res["queries"]:
+                    rows_f.write(json.dumps({"benchmark": bench.name, **r}, ensure_ascii=False) + "\n")
+    if rows_f:
+        rows_f.close()
+    print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(_main())

@@ -336,3 +336,20 @@ def test_deo_sends_a_bounding_schema_only_where_asked(llm_ctx, server):
     # "auto" sends it to the embedded llama.cpp server only; this client has a base URL
     DEO(DeoParams()).decompose([Query("b", "beer without hops")], llm_ctx)
     assert server.requests[-1]["response_format"] == {"type": "json_object"}
+
+
+def test_compare_decomposers_counts_agreement(llm_ctx):
+    from retrievers.decompose import agreement, rules_decompose
+    from retrievers.deo import compare_decomposers
+
+    qs = [Query("a", "red wines without France"), Query("b", "red wine regions of Europe")]
+    res = compare_decomposers(qs, llm_ctx)
+    s = res["summary"]
+    assert s["n"] == 2 and s["llm_fallbacks"] == 0
+    # the fake LLM always excludes France and Bordeaux; the rules find "France" only in query a
+    a, b = res["queries"]
+    assert a["rules"]["negatives"] == ["France"] and b["rules"]["negatives"] == []
+    assert a["detect"] and not b["detect"]
+    assert s["detect_rate"] == 0.5
+    llm_a = parse_decomposition(qs[0].text, decomposer({"messages": [{"role": "system", "content": ""}]}))
+    assert a["agree"] == agreement(rules_decompose(qs[0].text), llm_a)["agree"]
