@@ -119,8 +119,8 @@ class LLMSettings:
 
     base_url: str | None = None  # None: the embedded llama.cpp server
     model: str | None = None  # None: the server's model (embedded: EMBEDDED_MODEL)
-    concurrency: int = 4
-    timeout_s: float = 120.0
+    concurrency: int | None = None  # None: 4 for a server, 1 for the embedded one (it answers one at a time)
+    timeout_s: float | None = None  # None: 120 s for a server, 600 s for the embedded one (slow on a CPU)
     max_retries: int = 5
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
@@ -132,12 +132,22 @@ class LLMSettings:
     embedded_ctx: int = 4096
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
+        if (self.concurrency is not None and self.concurrency < 1) or self.max_retries < 0 or \
+                (self.timeout_s is not None and self.timeout_s <= 0):
             raise ValueError("llm: concurrency ≥ 1, max_retries ≥ 0 and timeout_s > 0")
         if self.max_usd is not None and self.max_usd < 0:
             raise ValueError("llm: max_usd must be ≥ 0")
         if self.max_calls is not None and self.max_calls < 0:
             raise ValueError("llm: max_calls must be ≥ 0")
+
+    @property
+    def workers(self) -> int:
+        """Parallel requests: a queue on a one-slot local server would only turn into timeouts."""
+        return self.concurrency if self.concurrency is not None else (1 if self.base_url is None else 4)
+
+    @property
+    def timeout(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else (600.0 if self.base_url is None else 120.0)
 
     @classmethod
     def resolve(cls, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
@@ -356,7 +366,7 @@ class LLMClient:
                     self._server = self._server_factory(self.settings)
                     base_url = self._server.start()
                 self._openai = openai.OpenAI(base_url=base_url, api_key=self._api_key or "no-key",
-                                             max_retries=0, timeout=self.settings.timeout_s)
+                                             max_retries=0, timeout=self.settings.timeout)
             return self._openai
 
     def close(self) -> None:
@@ -434,11 +444,11 @@ class LLMClient:
             if on_done:
                 on_done(1)
 
-        if self.settings.concurrency == 1 or len(requests) <= 1:
+        if self.settings.workers == 1 or len(requests) <= 1:
             for i in range(len(requests)):
                 work(i)
         else:
-            with ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="llm") as pool:
+            with ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="llm") as pool:
                 futures: list[Future] = [pool.submit(work, i) for i in range(len(requests))]
                 wait(futures, return_when=FIRST_EXCEPTION)
                 if stop.is_set():

@@ -217,6 +217,10 @@ def test_settings_resolution():
         LLMSettings.resolve({"api_key": "sk-x"}, {})
     with pytest.raises(ValueError):
         LLMSettings(concurrency=0)
+    # the embedded one-slot server gets one request at a time and a long timeout
+    assert (LLMSettings().workers, LLMSettings().timeout) == (1, 600.0)
+    assert (LLMSettings(base_url="http://x/v1").workers, LLMSettings(base_url="http://x/v1").timeout) == (4, 120.0)
+    assert LLMSettings(concurrency=2, timeout_s=5).workers == 2
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -27,7 +27,7 @@ def _servers() -> int:
 def test_hyde_and_deo_on_the_embedded_server(home, shared_data):
     before = _servers()
     args = ["run", "hyde", "deo", "deo-rules", "--benchmark", "nevir", "--max-queries", "20", "--k", "100",
-            "--data-dir", str(shared_data), "-p", "hyde.n=2", "-p", "hyde.max_tokens=64", "-p", "deo.max_tokens=128"]
+            "--data-dir", str(shared_data), "-p", "hyde.n=2", "-p", "hyde.max_tokens=64", "-p", "deo.max_tokens=128", "-p", "deo.max_reasks=1"]
     res = CliRunner().invoke(app, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert _servers() == before  # started for the run, stopped after it
