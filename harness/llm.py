@@ -626,7 +626,9 @@ class EmbeddedServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def command(self) -> list[str]:
-        threads = self.settings.embedded_threads or max(1, os.cpu_count() or 1)
+        # half the cores: llama.cpp's OpenMP threads spin, and sharing every core with the encoder
+        # or another job slowed generation ~20× in measurements on a 2-core machine
+        threads = self.settings.embedded_threads or max(1, (os.cpu_count() or 2) // 2)
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path),
                 "--model_alias", EMBEDDED_MODEL, "--chat_format", "gemma", "--host", self.host, "--port", str(self.port),
                 "--n_ctx", str(self.settings.embedded_ctx), "--n_threads", str(threads),
