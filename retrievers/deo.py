@@ -321,6 +321,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("-b", "--benchmark", action="append", required=True)
     ap.add_argument("--max-queries", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=DeoParams.max_tokens)
+    ap.add_argument("--json-schema", default="auto", choices=["auto", "on", "off"])
     ap.add_argument("--llm-base-url", default=None)
     ap.add_argument("--llm-model", default=None)
     ap.add_argument("--data-dir", default=None)
@@ -338,7 +339,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 bench = bench.head(a.max_queries)
             ledger = Ledger()
             ctx = RunContext(llm=llm, ledger=ledger, benchmark_name=bench.name)
-            res = compare_decomposers(bench.eval_queries, ctx, DeoParams(max_tokens=a.max_tokens))
+            res = compare_decomposers(bench.eval_queries, ctx, DeoParams(max_tokens=a.max_tokens, json_schema=a.json_schema))
             res["summary"]["llm"] = {k: v for k, v in call_totals([vars(c) for c in ledger.llm_calls]).items()}
             out[bench.name] = res["summary"]
             if rows_f:

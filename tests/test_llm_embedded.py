@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-import subprocess
+import re
+import socket
 
 import pytest
 
@@ -19,18 +20,20 @@ from harness.llm import EMBEDDED_MODEL  # noqa: E402
 from harness.store import Store  # noqa: E402
 
 
-def _servers() -> int:
-    ps = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True)
-    return len([x for x in ps.stdout.split() if x.strip()])
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_hyde_and_deo_on_the_embedded_server(home, shared_data):
-    before = _servers()
     args = ["run", "hyde", "deo", "deo-rules", "--benchmark", "nevir", "--max-queries", "20", "--k", "100",
             "--data-dir", str(shared_data), "-p", "hyde.n=2", "-p", "hyde.max_tokens=64", "-p", "deo.max_tokens=128", "-p", "deo.max_reasks=1"]
     res = CliRunner().invoke(app, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert _servers() == before  # started for the run, stopped after it
+    logs = list((home / "logs").glob("llama-server-*.log"))
+    assert len(logs) == 1  # the run started its server ...
+    assert not _listening(int(re.search(r"llama-server-(\d+)", logs[0].name).group(1)))  # ... and stopped it
     store = Store(home / "results.sqlite")
     recs = {r.retriever: store.get(r.key, full=True) for r in store.results()}
     assert set(recs) == {"hyde", "deo", "deo-rules"}
