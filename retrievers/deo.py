@@ -340,7 +340,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             ledger = Ledger()
             ctx = RunContext(llm=llm, ledger=ledger, benchmark_name=bench.name)
             res = compare_decomposers(bench.eval_queries, ctx, DeoParams(max_tokens=a.max_tokens, json_schema=a.json_schema))
-            res["summary"]["llm"] = {k: v for k, v in call_totals([vars(c) for c in ledger.llm_calls]).items()}
+            res["summary"]["llm"] = call_totals([vars(c) for c in ledger.llm_calls])
             out[bench.name] = res["summary"]
             if rows_f:
                 for r in res["queries"]:

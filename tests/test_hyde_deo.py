@@ -13,9 +13,7 @@ import pytest
 pytest.importorskip("openai")
 
 from fake_llm import FakeLLMServer  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
 
-from harness.cli import app  # noqa: E402
 from harness.ledger import Ledger  # noqa: E402
 from harness.llm import LLMClient, LLMSettings  # noqa: E402
 from harness.protocols import RunContext  # noqa: E402
@@ -23,7 +21,7 @@ from harness.store import Store  # noqa: E402
 from harness.types import Corpus, Document, Query  # noqa: E402
 from retrievers.deo import DEO, DeoParams, deo_loss, optimise_embeddings, parse_decomposition  # noqa: E402
 from retrievers.hyde import PROMPTS, HyDE, HydeParams, prompt_for  # noqa: E402
-from tests.test_cli import make_beir  # noqa: E402
+from tests.test_cli import invoke, make_beir  # noqa: E402
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -253,10 +251,6 @@ def test_deo_rules_needs_no_llm(ctx):
 
 
 # -- end to end through the CLI --------------------------------------------------------------------
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args), catch_exceptions=False)
 
 
 def test_cli_run_audit_and_zero_request_rerun(tmp_path: Path, home: Path, server):
