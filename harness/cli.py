@@ -23,7 +23,8 @@ from rich.text import Text
 from . import __version__
 from .data import MissingDataError, default_data_dir, default_home, missing_files
 from .ledger import call_totals, phase_totals
-from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder,
+from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder, get_trainer,
+                       trainer_names,
                        get_suite, make_spec, retriever_names, suites)
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
@@ -606,6 +607,64 @@ def tune(
 
 
 @app.command()
+def sweep(
+    retriever: str = typer.Argument(..., help="Retriever id (e.g. coder-seq, coder-union)."),
+    benchmark: list[str] = typer.Option(..., "--benchmark", "-b", help="Benchmark id (repeatable); any split."),
+    grid: list[str] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... or KEY=START:STOP:STEP (repeatable)."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE held fixed (repeatable)."),
+    show: list[str] = typer.Option(None, "--show", "-m", help="Measures to print (default: R@10 and FVR@10)."),
+    seed: int = typer.Option(0, "--seed"),
+    k: int = typer.Option(DEFAULT_K, "--k", help="Ranking depth evaluated."),
+    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the sweep as JSON here."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    device: Optional[str] = typer.Option(None, "--device"),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """Score a grid of parameters (CoDeR's appendix F sensitivity heatmaps: alpha × tau, alpha ×
+    percentile) and keep every point's measures in the results store's sweep table for the reports.
+    Sweep points are sensitivity data, not leaderboard results."""
+    from .tuning import parse_grid, sweep as run_sweep
+
+    try:
+        g = parse_grid(list(grid or []))
+        fixed = {}
+        for item in param or []:
+            key, eq, v = item.partition("=")
+            if not eq or not key.strip():
+                raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
+            fixed[key.strip()] = v.strip()
+    except ValueError as e:
+        fail(str(e))
+    shown = list(show or ["R@10", "FVR@10"])
+    settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, bootstrap=0, k=k)
+    n_points = len(list(itertools.product(*g.values())))
+    with Store(settings.home / "results.sqlite") as store, RichProgress(console) as progress:
+        runner = Runner(settings, store, progress, log=lambda m: None)
+        for bname in benchmark:
+            t = Table(title=f"{retriever} on {bname}: {n_points} grid points", title_justify="left")
+            for c in (*g, *shown, "search s"):
+                t.add_column(c, justify="right")
+            try:
+                data = run_sweep(runner, retriever, bname, g, fixed=fixed, seed=seed,
+                                 on_point=lambda p: t.add_row(*[str(v) for v in p.params.values()],
+                                                              *[_fmt(p.measures.get(m), m) for m in shown],
+                                                              f"{p.search_s:.1f}"))
+            except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
+                fail(str(e))
+            finally:
+                runner.close()
+            key = store.save_sweep(data)
+            out.print(t)
+            console.print(f"sweep stored in {store.path} (sweep {key})", highlight=False, soft_wrap=True)
+            if out_file is not None:
+                from .manifest import write_json_atomic
+
+                target = out_file if len(benchmark) == 1 else out_file.with_name(
+                    f"{out_file.stem}__{data['benchmark'].replace('/', '_').replace(':', '_')}{out_file.suffix}")
+                write_json_atomic(target, data)
+
+
+@app.command()
 def breakdown(
     benchmark: str = typer.Argument(..., help="Benchmark name as stored (e.g. negconstraint)."),
     by: Optional[str] = typer.Option(None, "--by", help="Query metadata key to group by (default: the first one stored)."),
@@ -790,6 +849,72 @@ def llm_info(
             info["ping"] = {"reply": c.texts[0] if c.texts else "", "latency_s": round(led.llm_calls[0].latency_s, 3),
                             "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "usd": c.usd}
     out.print_json(json.dumps(info, default=str))
+
+
+@app.command()
+def train(
+    name: str = typer.Argument(..., help="What to train (see `beyondsim list trainers`): coder."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE training parameter (repeatable)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the artifact here (default: "
+                                           "$BEYONDSIM_HOME/models/<name>/<config hash>, which retrievers find)."),
+    force: bool = typer.Option(False, "--force", help="Retrain even when the artifact exists."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    online: bool = typer.Option(False, "--online", help="Allow loaders to fetch missing data."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+) -> None:
+    """Train a model artifact (CoDeR's compatibility encoder) and print where it is and its card."""
+    try:
+        trainer = get_trainer(name)
+    except RegistryError as e:
+        fail(str(e))
+    params: dict[str, Any] = {}
+    for item in param or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            fail(f"bad --param {item!r}; use KEY=VALUE")
+        params[k.strip()] = v
+    root = default_data_dir(data_dir)
+
+    def load(bname: str) -> Any:
+        loader, n = get_benchmark_loader(bname)
+        return loader.load(n, root, online=online)
+
+    with RichProgress(console) as progress:
+        try:
+            path, card = trainer.train(params, home=home_dir(home), data_dir=root, load_benchmark=load,
+                                       device=device, progress=progress,
+                                       log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True),
+                                       out_dir=out_dir, force=force)
+        except (MissingDataError, RegistryError, FileNotFoundError, ValueError, RuntimeError) as e:
+            fail(str(e))
+    t = Table(title=f"{name}: {path}", title_justify="left", show_header=False)
+    for key in ("base_model", "pooling", "query_prefix", "seed", "steps", "wall_s", "device"):
+        if key in card:
+            t.add_row(key, repr(card[key]) if key == "query_prefix" else str(card[key]))
+    for st in card.get("stages", []):
+        curve = st.get("loss_curve") or []
+        t.add_row(st.get("name", "?"), f"{st.get('triplets', 0):,} triplets, {st.get('steps', 0)} steps, "
+                  f"{st.get('wall_s', 0):.0f} s, loss {curve[0] if curve else '-'} → {curve[-1] if curve else '-'}")
+    out.print(t)
+    out.print(f"use it: beyondsim run coder-seq -p compat_model={path} -b nevir", highlight=False, soft_wrap=True)
+
+
+@list_app.command("trainers")
+def list_trainers() -> None:
+    """Trainable artifacts (`beyondsim train NAME`)."""
+    t = Table("name", "description", "parameters")
+    for n in trainer_names():
+        try:
+            tr = get_trainer(n)
+        except RegistryError as e:
+            t.add_row(n, f"[red]{e}[/red]", "")
+            continue
+        import dataclasses
+
+        fields = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(tr.Params))
+        t.add_row(n, getattr(tr, "description", ""), fields)
+    out.print(t)
 
 
 @app.command()

@@ -95,8 +95,37 @@ def default_device() -> str:
         return "cpu"
 
 
-def load_encoder(name: str, device: str | None = None, max_length: int | None = None) -> Any:
-    """A ``SentenceTransformer`` for ``name`` (local dir, packaged alias or hub name)."""
+POOLING_MODES = ("mean", "cls", "max", "lasttoken")
+
+
+def set_pooling(model: Any, pooling: str) -> Any:
+    """Replace the model's pooling module by ``pooling`` (``mean``, ``cls``, ``max``, ``lasttoken``).
+
+    CoDeR uses BGE with mean pooling where the released BGE models pool with CLS; a model whose
+    pooling already matches is returned unchanged."""
+    try:  # sentence-transformers ≥ 6
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:  # pragma: no cover - older releases
+        from sentence_transformers.models import Pooling
+
+    if pooling not in POOLING_MODES:
+        raise EncoderError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLING_MODES)}")
+    for i, module in enumerate(model):
+        if isinstance(module, Pooling):
+            cfg = module.get_config_dict()
+            if cfg.get("pooling_mode") == pooling or cfg.get(f"pooling_mode_{pooling}_token") \
+                    or cfg.get(f"pooling_mode_{pooling}_tokens"):
+                return model
+            dim = cfg.get("embedding_dimension") or cfg.get("word_embedding_dimension")
+            model[i] = Pooling(int(dim), pooling_mode=pooling)
+            return model
+    raise EncoderError("the model has no pooling module to replace")
+
+
+def load_encoder(name: str, device: str | None = None, max_length: int | None = None,
+                 pooling: str | None = None) -> Any:
+    """A ``SentenceTransformer`` for ``name`` (local dir, packaged alias or hub name); ``pooling``
+    overrides the model's own pooling (None keeps it)."""
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -114,6 +143,8 @@ def load_encoder(name: str, device: str | None = None, max_length: int | None = 
         raise EncoderError(f"cannot load encoder {name!r} from {rm.source}{hint}: {e}") from e
     if max_length:
         model.max_seq_length = int(max_length)
+    if pooling:
+        set_pooling(model, pooling)
     return model
 
 
@@ -142,16 +173,16 @@ class EncoderPool:
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.device = device or default_device()
         self.progress = progress or NullProgress()
-        self._models: dict[tuple[str, int | None], Any] = {}
+        self._models: dict[tuple[str, int | None, str | None], Any] = {}
         self._fingerprints: dict[str, str] = {}
         self._lock = threading.Lock()
         self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0}
 
-    def model(self, name: str, max_length: int | None = None) -> Any:
-        key = (name, max_length)
+    def model(self, name: str, max_length: int | None = None, pooling: str | None = None) -> Any:
+        key = (name, max_length, pooling)
         with self._lock:
             if key not in self._models:
-                self._models[key] = load_encoder(name, self.device, max_length)
+                self._models[key] = load_encoder(name, self.device, max_length, pooling)
             return self._models[key]
 
     def fingerprint(self, name: str) -> str:
@@ -164,27 +195,29 @@ class EncoderPool:
         return self._fingerprints[name]
 
     def cache_path(self, name: str, texts: Sequence[str], *, prefix: str, normalize: bool,
-                   max_length: int | None) -> Path | None:
+                   max_length: int | None, pooling: str | None = None) -> Path | None:
         if self.cache_dir is None:
             return None
         settings = json.dumps({"prefix": prefix, "normalize": normalize, "max_length": max_length,
-                               "pooling": "model-default"}, sort_keys=True)
+                               "pooling": pooling or "model-default"}, sort_keys=True)
         key = hashlib.sha256(f"{self.fingerprint(name)}\n{settings}\n{_texts_hash(texts)}".encode()).hexdigest()[:32]
         return self.cache_dir / "embeddings" / self.fingerprint(name) / f"{key}.npy"
 
     def encode(self, name: str, texts: Sequence[str], *, prefix: str = "", normalize: bool = True,
                batch_size: int = 64, max_length: int | None = None, description: str = "encoding",
-               chunk: int = 256) -> np.ndarray:
-        """Embeddings of ``prefix + text`` for each text, float32, shape (len(texts), dim)."""
+               chunk: int = 256, pooling: str | None = None) -> np.ndarray:
+        """Embeddings of ``prefix + text`` for each text, float32, shape (len(texts), dim);
+        ``pooling`` overrides the model's pooling (None: the model's own)."""
         texts = list(texts)
-        path = self.cache_path(name, texts, prefix=prefix, normalize=normalize, max_length=max_length)
+        path = self.cache_path(name, texts, prefix=prefix, normalize=normalize, max_length=max_length,
+                               pooling=pooling)
         if path is not None and path.exists():
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
             if arr.shape[0] == len(texts):
                 self.stats["cache_hits"] += 1
                 return arr
         self.stats["cache_misses"] += 1
-        model = self.model(name, max_length)
+        model = self.model(name, max_length, pooling)
         # Longest first across the whole list (not per chunk), so batches carry little padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
         inputs = [prefix + texts[i] for i in order]

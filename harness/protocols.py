@@ -41,6 +41,14 @@ class RunContext:
     progress: Progress = field(default_factory=NullProgress)
     cache_dir: Path = field(default_factory=lambda: Path(".beyondsim/cache"))
     benchmark_name: str = ""
+    # the benchmark's task family ("constraint", "topical", "completeness"): methods whose
+    # published defaults differ by family (CoDeR) read it
+    task: str = ""
+    # where benchmarks are read from (a retriever that trains on other benchmarks' train splits
+    # loads them through the registry with these), and a one-line log for long steps
+    data_dir: Path | None = None
+    online: bool = False
+    log: Callable[[str], None] = field(default=lambda msg: None)
     # The validation split (``<benchmark>:dev``) for a trainable retriever's early stopping and
     # model selection, when the benchmark has one; never the evaluated split.
     validation: "Benchmark | None" = None
@@ -68,6 +76,19 @@ class Retriever(Protocol):
 @runtime_checkable
 class Trainable(Protocol):
     def fit(self, benchmark: Benchmark, ctx: RunContext) -> None: ...
+
+
+# Optional members the runner calls when a retriever has them (none is required):
+#   prepare(ctx) -> None              before index, timed as the "fit" phase: build or load a trained
+#                                     artifact that does not come from the benchmark's own train split
+#                                     (CoDeR's compatibility encoder)
+#   training_data(ctx) -> harness.leakage.TrainingData
+#                                     what the model was trained on; the runner refuses to score the
+#                                     retriever on a benchmark that shares a split, an id or a text
+#   result_extra() -> dict            after search: JSON-able facts kept in the result's
+#                                     extra["retriever"] (fit history, resolved defaults, artifact card)
+#   analyse(benchmark, ctx) -> dict   after evaluation, with the judgments: JSON-able analysis kept in
+#                                     extra["analysis"] (CoDeR's score separation); never changes rankings
 
 
 def missing_protocol_members(cls: type) -> list[str]:

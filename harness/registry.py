@@ -25,6 +25,7 @@ RETRIEVER_GROUP = "beyondsim.retrievers"
 BENCHMARK_GROUP = "beyondsim.benchmarks"
 SUITE_GROUP = "beyondsim.suites"
 BUILDER_GROUP = "beyondsim.builders"  # diagnostic-set builders: callable(corpus, *, seed, max_queries, source)
+TRAINER_GROUP = "beyondsim.trainers"  # `beyondsim train NAME`: an object with Params, description and train(...)
 MANIFEST_GROUP = "beyondsim.manifests"  # paths of JSON files with the expected checksums and counts
 FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
 
@@ -274,6 +275,20 @@ def get_builder(name: str) -> Callable[..., Any]:
         return eps[name].load()
     except Exception as e:  # noqa: BLE001
         raise RegistryError(f"builder {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+
+
+def trainer_names() -> list[str]:
+    return sorted(_entry_points(TRAINER_GROUP))
+
+
+def get_trainer(name: str) -> Any:
+    eps = _entry_points(TRAINER_GROUP)
+    if name not in eps:
+        raise RegistryError(f"unknown trainer {name!r}. Known: {', '.join(sorted(eps)) or 'none'}")
+    try:
+        return eps[name].load()
+    except Exception as e:  # noqa: BLE001
+        raise RegistryError(f"trainer {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
 
 
 def manifest_paths() -> list[Path]:

@@ -23,6 +23,7 @@ import numpy as np
 from . import __version__ as HARNESS_VERSION
 from .data import DataError, default_data_dir
 from .encoders import EncoderPool, default_device
+from .leakage import check_unseen
 from .ledger import Ledger, PhaseTime
 from .llm import BudgetExceeded, LLMClient, LLMSettings
 from .metrics import evaluate, parse_measure
@@ -279,16 +280,25 @@ class Runner:
                     outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec, bench.default_measures))
         return outcomes
 
-    def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0) -> ResultRecord:
+    def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
+                analyse: bool = True) -> ResultRecord:
         seed_everything(seed)
         ledger = Ledger()
         ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
         uses_llm = self.uses_llm(spec)
         ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
                          llm=self.llm if uses_llm else None, progress=self.progress,
-                         cache_dir=self.s.home / "cache", benchmark_name=bench.name)
+                         cache_dir=self.s.home / "cache", benchmark_name=bench.name, task=bench.task,
+                         data_dir=self.data_dir, online=self.s.online, log=self.log)
         retriever = instantiate(spec)
         queries = bench.eval_queries
+        if callable(getattr(retriever, "prepare", None)):
+            with ledger.phase("fit"):
+                retriever.prepare(ctx)
+        if callable(getattr(retriever, "training_data", None)):
+            seen = retriever.training_data(ctx)
+            if seen is not None:
+                check_unseen(seen, bench, spec.display)
         if isinstance(retriever, Trainable) and callable(getattr(retriever, "fit", None)):
             train = self.train_benchmark(bench)
             ctx.validation = self.validation_benchmark(bench)
@@ -311,6 +321,11 @@ class Runner:
                 lo, hi = (bootstrap_ci(vals, n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0
                           else (None, None))
                 mvals[m] = MeasureValue(ev.means[m], ev.counts[m], lo, hi)
+        extra: dict[str, Any] = {}
+        if callable(getattr(retriever, "result_extra", None)):
+            extra["retriever"] = retriever.result_extra()
+        if analyse and callable(getattr(retriever, "analyse", None)):
+            extra["analysis"] = retriever.analyse(bench, ctx)
         cls = get_retriever_class(spec.name)
         return ResultRecord(
             key=self.key(spec, bench, seed), retriever=spec.name, label=spec.display, spec_hash=spec.hash,
@@ -321,5 +336,5 @@ class Runner:
             rankings=dict(run),
             environment=self.environment, provenance=provenance(cls),
             extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
-                   **({"llm": self.llm.describe()} if uses_llm else {})},
+                   **({"llm": self.llm.describe()} if uses_llm else {}), **extra},
         )

@@ -16,7 +16,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TextIO
+from typing import Any, Iterable, Iterator, Mapping, TextIO
 
 EXPORT_SCHEMA = 1
 
@@ -94,6 +94,15 @@ CREATE TABLE IF NOT EXISTS benchmarks (
   source TEXT NOT NULL,
   license TEXT NOT NULL,
   PRIMARY KEY (name, version)
+);
+CREATE TABLE IF NOT EXISTS sweeps (
+  key TEXT PRIMARY KEY,
+  retriever TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  benchmark_version TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  data_json TEXT NOT NULL
 );
 """
 SCHEMA_VERSION = 1
@@ -309,6 +318,36 @@ class Store:
                           json.loads(r["stats_json"]), r["description"], r["source"], r["license"])
             for r in self._conn.execute("SELECT * FROM benchmarks ORDER BY name, version")
         ]
+
+    # -- parameter sweeps (sensitivity heatmaps; not results) -------------------------------------
+
+    def save_sweep(self, data: Mapping[str, Any]) -> str:
+        """Store one sweep (``beyondsim sweep``): the grid and every point's measures. Its key is the
+        retriever, fixed parameters, grid axes, benchmark version and seed, so a rerun replaces it."""
+        ident = json.dumps({k: data[k] for k in ("retriever", "fixed", "axes", "benchmark_version", "seed", "k")},
+                           sort_keys=True, default=str)
+        key = hashlib.sha256(ident.encode()).hexdigest()[:24]
+        created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        with self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO sweeps VALUES (?,?,?,?,?,?,?)",
+                               (key, data["retriever"], data["benchmark"], data["benchmark_version"],
+                                int(data["seed"]), created, json.dumps(data, sort_keys=True, default=str)))
+        return key
+
+    def sweeps(self, *, retriever: str | None = None, benchmark: str | None = None) -> list[dict[str, Any]]:
+        q, args = "SELECT key, created_at, data_json FROM sweeps WHERE 1=1", []
+        if retriever:
+            q += " AND retriever=?"
+            args.append(retriever)
+        if benchmark:
+            q += " AND benchmark=?"
+            args.append(benchmark)
+        out = []
+        for r in self._conn.execute(q + " ORDER BY retriever, benchmark, created_at", args):
+            d = json.loads(r["data_json"])
+            d.update(key=r["key"], created_at=r["created_at"])
+            out.append(d)
+        return out
 
     # -- export / import -------------------------------------------------------------------------
 

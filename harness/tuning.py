@@ -35,14 +35,41 @@ def tuning_split(benchmark: str, split: str = "dev") -> str:
     return f"{base}:{split}"
 
 
+def expand_range(text: str) -> list[str]:
+    """``"0:1:0.25"`` → ``["0", "0.25", "0.5", "0.75", "1"]``: START:STOP:STEP, both ends included,
+    values rounded to the step's decimals (so 0.1 steps give 0.3, not 0.30000000000000004)."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"bad range {text!r}; use START:STOP:STEP")
+    try:
+        start, stop, step = (float(x) for x in parts)
+    except ValueError:
+        raise ValueError(f"bad range {text!r}; START, STOP and STEP must be numbers") from None
+    if step <= 0 or stop < start:
+        raise ValueError(f"bad range {text!r}; STEP must be > 0 and STOP ≥ START")
+    n = int(math.floor((stop - start) / step + 1e-9)) + 1
+    if n > 10_000:
+        raise ValueError(f"range {text!r} has {n} values; at most 10,000")
+    decimals = max((len(x.split(".")[1]) if "." in x else 0) for x in parts)
+    vals = [round(start + i * step, decimals) for i in range(n)]
+    return [str(int(v)) if decimals == 0 else repr(v) for v in vals]
+
+
 def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
-    """``["l1=0.01,0.1", "l2=0.1"]`` → ``{"l1": ["0.01", "0.1"], "l2": ["0.1"]}`` (values are coerced
-    to the parameter's type by the registry)."""
+    """``["l1=0.01,0.1", "l2=0.1"]`` → ``{"l1": ["0.01", "0.1"], "l2": ["0.1"]}``; a value
+    ``START:STOP:STEP`` expands to the inclusive range (``alpha=0:1:0.1`` → 11 values). Values are
+    coerced to the parameter's type by the registry."""
     grid: dict[str, list[str]] = {}
     for item in items:
         key, eq, values = item.partition("=")
         key = key.strip()
-        vals = [v.strip() for v in values.split(",") if v.strip()]
+        vals = []
+        for v in values.split(","):
+            v = v.strip()
+            if v.count(":") == 2:
+                vals += expand_range(v)
+            elif v:
+                vals.append(v)
         if not eq or not key or not vals:
             raise ValueError(f"bad --grid {item!r}; use KEY=V1,V2,...")
         if key in grid:
@@ -100,6 +127,36 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (int, float)) and not (isinstance(v, float) and not math.isfinite(v)):
         return repr(v)
     return json.dumps(str(v))
+
+
+def sweep(runner: Runner, retriever: str, benchmark: str, grid: Mapping[str, Sequence[Any]], *,
+          fixed: Mapping[str, Any] | None = None, seed: int = 0,
+          on_point: Callable[[GridPoint], None] | None = None) -> dict[str, Any]:
+    """Every combination of ``grid`` scored on ``benchmark`` (any split: this is sensitivity
+    analysis, CoDeR's appendix F heatmaps, not selection) with every measure the benchmark computes.
+    Returns the data the results store keeps (:meth:`Store.save_sweep`); nothing enters the
+    results table."""
+    fixed = dict(fixed or {})
+    overlap = set(fixed) & set(grid)
+    if overlap:
+        raise ValueError(f"parameters both fixed and in the grid: {', '.join(sorted(overlap))}")
+    bench, _ = runner.load_benchmark(benchmark)
+    keys = list(grid)
+    specs = [make_spec(retriever, {**fixed, **dict(zip(keys, combo))}) for combo in itertools.product(*grid.values())]
+    points = []
+    for spec in specs:
+        rec = runner.run_one(spec, bench, seed, analyse=False)
+        point = GridPoint({k: spec.params[k] for k in keys}, float("nan"),
+                          {k: v.mean for k, v in rec.measures.items() if v.mean is not None},
+                          rec.phases.get("search", {}).get("wall_s", 0.0))
+        points.append(point)
+        if on_point:
+            on_point(point)
+    return {"retriever": retriever, "benchmark": bench.name, "benchmark_version": bench.version, "seed": seed,
+            "k": runner.s.k, "task": bench.task, "fixed": {k: specs[0].params[k] for k in fixed},
+            "axes": {k: list(dict.fromkeys(spec.params[k] for spec in specs)) for k in keys},
+            "spec": dict(specs[0].params),
+            "points": [{"params": p.params, "measures": p.measures, "search_s": p.search_s} for p in points]}
 
 
 def grid_search(runner: Runner, retriever: str, benchmark: str, grid: Mapping[str, Sequence[Any]],

@@ -1,0 +1,407 @@
+"""CoDeR: a topical encoder ``E_T`` and a trained constraint-compatibility encoder ``E_C``,
+composed by the two published policies (CoDeR §4, appendix F; METHODS.md).
+
+``coder-seq``
+    Candidates ``C_T(q)``: the ``depth`` (100) documents nearest to the query under ``E_T``.
+    Drop every candidate with ``s_C < τ``; rank the rest by ``α·s_T + (1−α)·s_C``.
+    ``fill="append"`` (ours, off by default) puts the dropped candidates after the kept ones,
+    in the same order, instead of leaving them out.
+
+``coder-union``
+    Pool ``C_U = C_T ∪ C_C`` (``C_C``: the ``depth`` nearest under ``E_C``). Inside the pool rank by
+    ``s_T`` and by ``s_C`` (ranks ``ρ_T``, ``ρ_C``, 1 = best; ties by the other score, then by pool
+    order) and use ``s̃ = 1/ρ``. Keep the documents whose ``s̃_C`` reaches a query-relative
+    threshold ``γ_q``; rank them by ``α·s̃_T + (1−α)·s̃_C``; when nothing passes, rank the whole
+    pool. **[derived]** ``γ_q`` is a percentile of ``s̃_C`` over the pool, and the paper does not fix
+    which way ``p`` reads, so ``direction`` says:
+
+    * ``"drop"`` (default, METHODS.md): ``γ_q`` = the ``p``-quantile — ``p`` is the share of the pool
+      filtered out (``p = 0.1`` keeps ~90 %, ``p = 0.8`` ~20 %);
+    * ``"keep"``: ``γ_q`` = the ``(1−p)``-quantile — ``p`` is the share kept.
+
+Both policies break ties in the fused score by ``s_C``, then ``s_T``, then candidate order, and
+emit strictly decreasing scores (pytrec_eval would otherwise re-sort ties by document id).
+
+Defaults by task family (the paper's): ``topical`` (BEIR-style; also used for ``completeness``)
+Seq α = 0.5, τ = 0.9 and Union α = 0.8, p = 0.8; ``constraint`` Seq α = 0.2, τ = 0.3 and Union
+α = 0.3, p = 0.1. Leave ``alpha``/``tau``/``percentile`` unset to get them; the resolved values are
+kept in the result (``extra.retriever``).
+
+The compatibility encoder (``compat_model``):
+
+* ``"auto"`` (default) — the artifact that :mod:`retrievers.coder_train` trains from
+  ``compat_base`` (default: the topical ``model``) with the paper's recipe; trained on first use
+  (timed as the run's ``fit`` phase) and reused from ``$BEYONDSIM_HOME/models/coder/`` after that.
+  ``train_seed`` (default: 42 + the run's seed — 42 is the authors' seed, and ``--seeds 10``
+  averages ten trained encoders as the paper does) and ``compat_pooling`` belong to its recipe;
+* a directory written by ``beyondsim train coder`` (it carries ``coder_card.json``);
+* any other encoder name or directory — an *untrained* compatibility encoder (the paper's Table 8
+  Group 2 ablation: e.g. ``compat_model=all-MiniLM-L6-v2``).
+
+A trained encoder's card lists the benchmark splits, ids and text digests it was trained on; the
+runner refuses to score it on anything that shares them (:mod:`harness.leakage`).
+
+After evaluation the retriever records the score separation of CoDeR's Fig. 9 for the reports
+(``extra.analysis.score_separation``): for every query with a satisfying and a violating
+document, ``s_C(q, d+) − s_C(q, d−)`` (means over each set) under the compatibility encoder and,
+for a trained one, under its untrained base, with the raw satisfying and violating scores.
+CoDeR makes no LLM call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.encoders import DEFAULT_ENCODER, EncoderPool
+from harness.leakage import TrainingData
+from harness.protocols import RunContext
+from harness.registry import register
+from harness.types import Benchmark, Corpus, Query, Run
+
+from .coder_train import CoderTrainConfig, read_card, summarise_card, train_coder
+
+# (alpha, tau) for Seq and (alpha, percentile) for Union, by task family
+SEQ_DEFAULTS = {"constraint": (0.2, 0.3), "topical": (0.5, 0.9)}
+UNION_DEFAULTS = {"constraint": (0.3, 0.1), "topical": (0.8, 0.8)}
+DIRECTIONS = ("drop", "keep")
+
+
+def strictly_decreasing(scores: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """The scores of a ranked list, lowered where needed so each is at least ``eps`` below the one
+    before (the order is already decided; this only keeps evaluators from re-sorting ties)."""
+    out = np.asarray(scores, dtype=np.float64).copy()
+    for i in range(1, len(out)):
+        if out[i] > out[i - 1] - eps:
+            out[i] = out[i - 1] - eps
+    return out
+
+
+def _order(fused: np.ndarray, s_c: np.ndarray, s_t: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``idx`` sorted by fused ↓, then s_C ↓, then s_T ↓, then position ↑."""
+    return idx[np.lexsort((idx, -s_t[idx], -s_c[idx], -fused[idx]))]
+
+
+def seq_policy(s_t: np.ndarray, s_c: np.ndarray, alpha: float, tau: float, k: int,
+               fill: str = "none") -> tuple[np.ndarray, np.ndarray, int]:
+    """CoDeR-Seq over one query's candidates (in topical order). Returns the positions of the ranked
+    candidates, their scores and how many passed the filter."""
+    s_t, s_c = np.asarray(s_t, dtype=np.float64), np.asarray(s_c, dtype=np.float64)
+    fused = alpha * s_t + (1.0 - alpha) * s_c
+    keep = s_c >= tau
+    ranked = _order(fused, s_c, s_t, np.flatnonzero(keep))
+    if fill == "append":
+        ranked = np.concatenate([ranked, _order(fused, s_c, s_t, np.flatnonzero(~keep))])
+    ranked = ranked[:k]
+    return ranked, strictly_decreasing(fused[ranked]), int(keep.sum())
+
+
+def reciprocal_ranks(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """``1/ρ`` where ρ is the rank by ``primary`` ↓ (ties by ``secondary`` ↓, then position)."""
+    n = len(primary)
+    order = np.lexsort((np.arange(n), -secondary, -primary))
+    rank = np.empty(n, dtype=np.float64)
+    rank[order] = np.arange(1, n + 1)
+    return 1.0 / rank
+
+
+def union_threshold(rc: np.ndarray, p: float, direction: str) -> float:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}")
+    return float(np.quantile(rc, p if direction == "drop" else 1.0 - p))
+
+
+def union_policy(s_t: np.ndarray, s_c: np.ndarray, alpha: float, p: float, k: int,
+                 direction: str = "drop") -> tuple[np.ndarray, np.ndarray, int]:
+    """CoDeR-Union over one query's pool. Returns ranked pool positions, scores and how many passed
+    the filter (0 means the whole pool was ranked)."""
+    s_t, s_c = np.asarray(s_t, dtype=np.float64), np.asarray(s_c, dtype=np.float64)
+    rt, rc = reciprocal_ranks(s_t, s_c), reciprocal_ranks(s_c, s_t)
+    gamma = union_threshold(rc, p, direction)
+    keep = rc >= gamma - 1e-12
+    passed = int(keep.sum())
+    if not passed:
+        keep[:] = True
+    fused = alpha * rt + (1.0 - alpha) * rc
+    ranked = _order(fused, s_c, s_t, np.flatnonzero(keep))[:k]
+    return ranked, strictly_decreasing(fused[ranked]), passed
+
+
+@dataclass(frozen=True)
+class CoderParams:
+    model: str = DEFAULT_ENCODER  # topical encoder E_T
+    query_prefix: str = ""  # E_T's query prefix (BGE: "Represent this sentence for searching relevant passages: ")
+    doc_prefix: str = ""
+    pooling: str | None = None  # E_T pooling override (the paper: mean); None keeps the model's
+    compat_model: str = "auto"  # "auto" | a `beyondsim train coder` directory | any encoder (untrained)
+    compat_base: str | None = None  # base of the auto-trained encoder (default: model)
+    compat_pooling: str | None = "mean"  # pooling of the auto-trained encoder
+    compat_query_prefix: str | None = None  # None: the card's training prefix (else query_prefix)
+    train_seed: int | None = None  # auto training seed (None: 42 + the run's seed; 42 is the authors')
+    depth: int = 100
+    alpha: float | None = None  # None: the task family's default
+    batch_size: int = 64
+    max_length: int | None = None
+
+
+@dataclass(frozen=True)
+class CoderSeqParams(CoderParams):
+    tau: float | None = None
+    fill: str = "none"  # "none" (the paper) | "append"
+
+
+@dataclass(frozen=True)
+class CoderUnionParams(CoderParams):
+    percentile: float | None = None
+    direction: str = "drop"  # "drop": p = share filtered out; "keep": p = share kept
+
+
+class _Coder:
+    policy = ""
+
+    def __init__(self, params: CoderParams):
+        self.params = params
+        if params.depth < 1:
+            raise ValueError("depth must be ≥ 1")
+        if params.alpha is not None and not 0.0 <= params.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {params.alpha}")
+        self.compat_name = ""
+        self.card: dict[str, Any] | None = None
+        self.trained_here = False
+        self.alpha = params.alpha
+        self._doc_ids: list[str] = []
+        self._dt: np.ndarray | None = None
+        self._dc: np.ndarray | None = None
+        self._it = None
+        self._ic = None
+        self.stats: dict[str, Any] = {}
+
+    # --- the compatibility encoder ----------------------------------------------------------
+    def train_config(self, ctx: RunContext) -> CoderTrainConfig:
+        p = self.params
+        return CoderTrainConfig(base_model=p.compat_base or p.model, pooling=p.compat_pooling,
+                                query_prefix=p.query_prefix if p.compat_query_prefix is None else p.compat_query_prefix,
+                                seed=42 + ctx.seed if p.train_seed is None else p.train_seed)
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Resolve (and for ``auto``, train on first use) the compatibility encoder."""
+        p = self.params
+        if p.compat_model == "auto":
+            from harness.data import default_data_dir
+            from harness.registry import get_benchmark_loader
+
+            data_dir = default_data_dir(ctx.data_dir)
+
+            def load(name: str) -> Benchmark:
+                loader, bname = get_benchmark_loader(name)
+                return loader.load(bname, data_dir, online=ctx.online)
+
+            cfg = self.train_config(ctx)
+            from .coder_train import artifact_dir
+
+            home = Path(ctx.cache_dir).parent
+            path = artifact_dir(home, cfg)
+            self.trained_here = read_card(path) is None
+            path = train_coder(cfg, home=home, data_dir=data_dir, load_benchmark=load, device=ctx.device,
+                               progress=ctx.progress, log=ctx.log)
+            self.compat_name, self.card = str(path), read_card(path)
+        else:
+            d = Path(p.compat_model).expanduser()
+            self.card = read_card(d) if d.is_dir() else None
+            self.compat_name = str(d.resolve()) if d.is_dir() else p.compat_model
+
+    def training_data(self, ctx: RunContext) -> TrainingData | None:
+        if self.card is None:
+            return None
+        return TrainingData.from_dict(self.card.get("training_data", {}))
+
+    @property
+    def compat_prefix(self) -> str:
+        if self.card is not None:
+            return str(self.card.get("query_prefix", ""))
+        p = self.params
+        return p.query_prefix if p.compat_query_prefix is None else p.compat_query_prefix
+
+    def _pool(self, ctx: RunContext) -> EncoderPool:
+        if ctx.encoders is None:
+            ctx.encoders = EncoderPool(ctx.cache_dir, ctx.device, ctx.progress)
+        return ctx.encoders
+
+    def _encode(self, ctx: RunContext, which: str, texts: list[str], query: bool) -> np.ndarray:
+        p = self.params
+        if which == "T":
+            name, prefix, pooling = p.model, (p.query_prefix if query else p.doc_prefix), p.pooling
+        else:
+            name, prefix, pooling = self.compat_name, (self.compat_prefix if query else ""), None
+        emb = self._pool(ctx).encode(name, texts, prefix=prefix, normalize=True, batch_size=p.batch_size,
+                                     max_length=p.max_length, pooling=pooling,
+                                     description=f"encoding {'queries' if query else 'documents'} (E_{which})")
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    # --- protocol ----------------------------------------------------------------------------
+    def index(self, corpus: Corpus, ctx: RunContext) -> None:
+        import faiss
+
+        if not self.compat_name:
+            self.prepare(ctx)
+        texts = corpus.texts()
+        self._dt = self._encode(ctx, "T", texts, query=False)
+        self._dc = self._encode(ctx, "C", texts, query=False)
+        self._it = faiss.IndexFlatIP(self._dt.shape[1])
+        self._it.add(self._dt)
+        if self.policy == "union":
+            self._ic = faiss.IndexFlatIP(self._dc.shape[1])
+            self._ic.add(self._dc)
+        self._doc_ids = corpus.ids
+
+    def _defaults(self, ctx: RunContext) -> tuple[float, float]:
+        table = SEQ_DEFAULTS if self.policy == "seq" else UNION_DEFAULTS
+        return table["constraint" if ctx.task == "constraint" else "topical"]
+
+    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
+        assert self._it is not None and self._dt is not None and self._dc is not None, "index() must run first"
+        p = self.params
+        qtexts = [q.text for q in queries]
+        qt = self._encode(ctx, "T", qtexts, query=True)
+        qc = self._encode(ctx, "C", qtexts, query=True)
+        depth = min(p.depth, len(self._doc_ids))
+        _, cand_t = self._it.search(qt, depth)
+        cand_c = self._ic.search(qc, depth)[1] if self._ic is not None else None
+        a_def, f_def = self._defaults(ctx)
+        alpha = a_def if p.alpha is None else p.alpha
+        filt = self._filter_value(f_def)
+        self.alpha, self.filter_value = alpha, filt
+        run = Run()
+        passed: list[int] = []
+        pools: list[int] = []
+        for i, q in enumerate(queries):
+            cand = cand_t[i][cand_t[i] >= 0]
+            if cand_c is not None:
+                extra = cand_c[i][cand_c[i] >= 0]
+                cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
+            s_t = self._dt[cand] @ qt[i]
+            s_c = self._dc[cand] @ qc[i]
+            ranked, scores, n_pass = self._policy(s_t, s_c, alpha, filt, k)
+            run[q.id] = [(self._doc_ids[cand[j]], float(s)) for j, s in zip(ranked, scores)]
+            passed.append(n_pass)
+            pools.append(len(cand))
+        n = max(1, len(queries))
+        self.stats = {"queries": len(queries), "mean_pool": round(sum(pools) / n, 3),
+                      "mean_passed": round(sum(passed) / n, 3), "none_passed": sum(1 for x in passed if x == 0),
+                      "short_rankings": sum(1 for q in queries if len(run[q.id]) < min(k, len(self._doc_ids)))}
+        if ctx.ledger is not None and self.stats["none_passed"]:
+            ctx.ledger.count(f"coder.{self.policy}.none_passed", self.stats["none_passed"])
+        return run
+
+    def _filter_value(self, default: float) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _policy(self, s_t: np.ndarray, s_c: np.ndarray, alpha: float, filt: float, k: int):  # pragma: no cover
+        raise NotImplementedError
+
+    # --- what is kept with the result --------------------------------------------------------
+    def result_extra(self) -> dict[str, Any]:
+        p = self.params
+        out: dict[str, Any] = {"policy": self.policy, "alpha": self.alpha, "depth": p.depth,
+                               "compat": {"model": self.compat_name, "trained": self.card is not None,
+                                          "trained_in_this_run": self.trained_here,
+                                          "query_prefix": self.compat_prefix},
+                               "search": self.stats}
+        out.update(self._filter_extra())
+        if self.card is not None:
+            out["compat"]["card"] = summarise_card(self.card)
+        return out
+
+    def _filter_extra(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        return {}
+
+    def analyse(self, benchmark: Benchmark, ctx: RunContext) -> dict[str, Any]:
+        sep = {"compat": score_separation(self._pool(ctx), self.compat_name, self.compat_prefix, benchmark,
+                                          batch_size=self.params.batch_size)}
+        if self.card is not None:
+            sep["base"] = score_separation(self._pool(ctx), str(self.card["base_model"]), self.compat_prefix,
+                                           benchmark, pooling=self.card.get("pooling"),
+                                           batch_size=self.params.batch_size)
+            sep["base"]["model"] = self.card["base_model"]
+        sep["compat"]["model"] = self.compat_name
+        return {"score_separation": sep} if sep["compat"]["queries"] else {}
+
+
+def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmark, *, pooling: str | None = None,
+                     batch_size: int = 64, digits: int = 5) -> dict[str, Any]:
+    """Fig. 9's data: per query with satisfying and violating documents, the margin
+    mean s(q, d+) − mean s(q, d−) under ``model``, and the raw satisfying/violating scores."""
+    qs = [q for q in bench.eval_queries if bench.judgments.violating.get(q.id)]
+    rows = []
+    for q in qs:
+        sat = [d for d in bench.judgments.relevant(q.id, bench.relevance_threshold)
+               if d in bench.corpus and d not in bench.judgments.violating[q.id]]
+        viol = [d for d in bench.judgments.violating[q.id] if d in bench.corpus]
+        if sat and viol:
+            rows.append((q, sorted(sat), sorted(viol)))
+    if not rows:
+        return {"queries": 0}
+    docs = sorted({d for _, s, v in rows for d in s + v})
+    drow = {d: i for i, d in enumerate(docs)}
+    de = pool.encode(model, [bench.corpus.get(d).full_text for d in docs], prefix="", normalize=True,
+                     batch_size=batch_size, pooling=pooling, description="encoding documents (separation)")
+    qe = pool.encode(model, [q.text for q, _, _ in rows], prefix=prefix, normalize=True, batch_size=batch_size,
+                     pooling=pooling, description="encoding queries (separation)")
+    margins: dict[str, float] = {}
+    sat_scores: list[float] = []
+    viol_scores: list[float] = []
+    for i, (q, sat, viol) in enumerate(rows):
+        ss = de[[drow[d] for d in sat]] @ qe[i]
+        vs = de[[drow[d] for d in viol]] @ qe[i]
+        margins[q.id] = round(float(ss.mean() - vs.mean()), digits)
+        sat_scores += [round(float(x), digits) for x in ss]
+        viol_scores += [round(float(x), digits) for x in vs]
+    m = np.array(list(margins.values()))
+    return {"queries": len(rows), "margin_mean": float(m.mean()), "margin_median": float(np.median(m)),
+            "positive_share": float((m > 0).mean()), "margins": margins, "satisfying": sat_scores,
+            "violating": viol_scores}
+
+
+@register("coder-seq", params=CoderSeqParams)
+class CoderSeq(_Coder):
+    policy = "seq"
+
+    def __init__(self, params: CoderSeqParams | None = None):
+        super().__init__(params or CoderSeqParams())
+        if self.params.fill not in ("none", "append"):
+            raise ValueError(f"fill must be 'none' or 'append', not {self.params.fill!r}")
+        self.filter_value = self.params.tau
+
+    def _filter_value(self, default: float) -> float:
+        return default if self.params.tau is None else self.params.tau
+
+    def _policy(self, s_t, s_c, alpha, filt, k):
+        return seq_policy(s_t, s_c, alpha, filt, k, self.params.fill)
+
+    def _filter_extra(self) -> dict[str, Any]:
+        return {"tau": self.filter_value, "fill": self.params.fill}
+
+
+@register("coder-union", params=CoderUnionParams)
+class CoderUnion(_Coder):
+    policy = "union"
+
+    def __init__(self, params: CoderUnionParams | None = None):
+        super().__init__(params or CoderUnionParams())
+        if self.params.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, not {self.params.direction!r}")
+        if self.params.percentile is not None and not 0.0 <= self.params.percentile <= 1.0:
+            raise ValueError(f"percentile must be in [0, 1], got {self.params.percentile}")
+        self.filter_value = self.params.percentile
+
+    def _filter_value(self, default: float) -> float:
+        return default if self.params.percentile is None else self.params.percentile
+
+    def _policy(self, s_t, s_c, alpha, filt, k):
+        return union_policy(s_t, s_c, alpha, filt, k, self.params.direction)
+
+    def _filter_extra(self) -> dict[str, Any]:
+        return {"percentile": self.filter_value, "direction": self.params.direction}
