@@ -165,6 +165,13 @@ class _EmbeddingRetriever(DenseRetriever):
         self._D: torch.Tensor | None = None
         self.last_stats: dict[str, Any] = {}
 
+    def result_extra(self) -> dict[str, Any]:
+        """The last search's solver statistics (and a trained model's fit statistics), kept with
+        the result under ``extra["retriever"]``."""
+        import json
+
+        return json.loads(json.dumps(self.last_stats, default=float))
+
     def index(self, corpus: Corpus, ctx: RunContext) -> None:
         super().index(corpus, ctx)
         self._D = as_tensor(self.doc_embeddings, torch.device(ctx.device))

@@ -337,6 +337,12 @@ class NNNTr(NNNFix):
             q = self.adapter(as_tensor(q0, dev))
         return q.cpu().numpy().astype(np.float32)
 
+    def result_extra(self) -> dict[str, Any]:
+        """Solver and fit statistics plus the per-epoch history (train loss, validation Comp@5, gate)."""
+        out = super().result_extra()
+        out["history"] = [dict(h) for h in self.history]
+        return out
+
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         run = super().search(queries, k, ctx)
         if self.fit_stats:

@@ -502,8 +502,10 @@ def test_wordnet_tarball_extracts_safely(tmp_path: Path) -> None:
 
 
 def test_wordnet_missing_says_where_it_looked(tmp_path: Path) -> None:
+    from harness.wordnet import _find_wordnet
+
     with pytest.raises(B.WordNetUnavailable) as err:
-        B._find_wordnet(tmp_path / "no-data", False, home=tmp_path / "home", system_dirs=(tmp_path / "nowhere",),
+        _find_wordnet(tmp_path / "no-data", False, home=tmp_path / "home", system_dirs=(tmp_path / "nowhere",),
                         try_nltk=False)
     msg = str(err.value)
     assert str(tmp_path / "no-data" / B.WORDNET_TARBALL) in msg and str(tmp_path / "nowhere") in msg

@@ -333,3 +333,21 @@ def test_make_spec_rejects_bad_policy_params() -> None:
         instantiate(make_spec("coder-seq", {"alpha": 1.5}))
     with pytest.raises(ValueError, match="unknown parameter"):
         make_spec("coder-seq", {"percentile": 0.1})
+
+
+@NEED_DATA
+def test_cli_train_writes_an_artifact_and_lists_trainers(home: Path, tmp_path: Path) -> None:
+    res = invoke("list", "trainers")
+    assert res.exit_code == 0 and "coder" in res.output and "stage2_per_source" in res.output
+    res = invoke("train", "coder", "-p", "stage1_max=16", "-p", "stage2_per_source=8", "-p", "seed=3",
+                 "--out", str(tmp_path / "enc"))
+    assert res.exit_code == 0, res.output
+    card = read_card(tmp_path / "enc")
+    assert card["seed"] == 3 and [s["triplets"] for s in card["stages"]] == [16, 16]
+    assert "compat_model=" in res.output
+    res = invoke("train", "coder", "-p", "stage1_max=16", "-p", "nope=1")
+    assert res.exit_code == 2 and "unknown parameter(s) nope" in res.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "hot", "positive": "warm"}\n')
+    res = invoke("train", "coder", "-p", f"stage1={bad}", "-p", "stage2=")
+    assert res.exit_code == 2 and f"{bad}:1" in res.output and "hard_negative" in res.output

@@ -5,6 +5,8 @@ MiniLM model, offline, CPU)."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import replace
 
 import numpy as np
@@ -267,3 +269,7 @@ def test_validation_uses_the_dev_split_else_a_holdout(corpus: Corpus, ctx: RunCo
     p.index(corpus, ctx)
     run = p.search(QUERIES, 5, ctx)
     assert p.last_stats["fit"]["validation"] == "dev" and all(len(run[q.id]) == 5 for q in QUERIES)
+    kept = p.result_extra()  # what the runner stores with the result: JSON, history included
+    assert json.loads(json.dumps(kept)) == kept
+    assert kept["history"] == p.history and kept["fit"]["best_epoch"] == st["best_epoch"]
+    assert kept["queries"] == len(QUERIES)
