@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import itertools
 import json
@@ -24,7 +25,7 @@ from . import __version__
 from .data import MissingDataError, default_data_dir, default_home, missing_files
 from .ledger import call_totals, phase_totals
 from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder, get_trainer,
-                       trainer_names,
+                       load_benchmark, trainer_names,
                        get_suite, make_spec, retriever_names, suites)
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
@@ -90,6 +91,17 @@ def _parse_params(items: list[str], config: dict[str, Any]) -> dict[str, dict[st
             fail(f"--param {item!r}: expected RETRIEVER.KEY=VALUE, e.g. dense.model=all-MiniLM-L6-v2")
         params.setdefault(name, {})[key] = value
     return params
+
+
+def _key_values(items: Optional[list[str]], *, strip_values: bool) -> dict[str, str]:
+    """``--param KEY=VALUE`` options (no retriever prefix) as a dict; a malformed one is a ValueError."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
+        out[k.strip()] = v.strip() if strip_values else v
+    return out
 
 
 def _load_config(path: Optional[Path]) -> dict[str, Any]:
@@ -441,8 +453,7 @@ def build_diagnostics(
     try:
         chosen = list(sets) if sets else builder_names()
         builders = {n: get_builder(n) for n in chosen}
-        loader, bname = get_benchmark_loader(corpus)
-        bench = loader.load(bname, root, online=online)
+        bench = load_benchmark(corpus, root, online)
     except (RegistryError, MissingDataError, ValueError) as e:
         fail(str(e))
     source = f"{bench.name} (version {bench.version}, {len(bench.corpus):,} documents)"
@@ -566,12 +577,7 @@ def tune(
 
     try:
         g = parse_grid(list(grid or []))
-        fixed = {}
-        for item in param or []:
-            k, eq, v = item.partition("=")
-            if not eq or not k.strip():
-                raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
-            fixed[k.strip()] = v.strip()
+        fixed = _key_values(param, strip_values=True)
         bname = tuning_split(benchmark, split)
     except ValueError as e:
         fail(str(e))
@@ -627,12 +633,7 @@ def sweep(
 
     try:
         g = parse_grid(list(grid or []))
-        fixed = {}
-        for item in param or []:
-            key, eq, v = item.partition("=")
-            if not eq or not key.strip():
-                raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
-            fixed[key.strip()] = v.strip()
+        fixed = _key_values(param, strip_values=True)
     except ValueError as e:
         fail(str(e))
     shown = list(show or ["R@10", "FVR@10"])
@@ -868,21 +869,14 @@ def train(
         trainer = get_trainer(name)
     except RegistryError as e:
         fail(str(e))
-    params: dict[str, Any] = {}
-    for item in param or []:
-        k, eq, v = item.partition("=")
-        if not eq or not k.strip():
-            fail(f"bad --param {item!r}; use KEY=VALUE")
-        params[k.strip()] = v
+    try:
+        params = _key_values(param, strip_values=False)  # a query prefix keeps its trailing space
+    except ValueError as e:
+        fail(str(e))
     root = default_data_dir(data_dir)
-
-    def load(bname: str) -> Any:
-        loader, n = get_benchmark_loader(bname)
-        return loader.load(n, root, online=online)
-
     with RichProgress(console) as progress:
         try:
-            path, card = trainer.train(params, home=home_dir(home), data_dir=root, load_benchmark=load,
+            path, card = trainer.train(params, home=home_dir(home), data_dir=root, load_benchmark=lambda n: load_benchmark(n, root, online),
                                        device=device, progress=progress,
                                        log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True),
                                        out_dir=out_dir, force=force)
@@ -910,8 +904,6 @@ def list_trainers() -> None:
         except RegistryError as e:
             t.add_row(n, f"[red]{e}[/red]", "")
             continue
-        import dataclasses
-
         fields = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(tr.Params))
         t.add_row(n, getattr(tr, "description", ""), fields)
     out.print(t)

@@ -69,11 +69,14 @@ def require_files(benchmark: str, root: Path, files: Sequence[str], source: str)
         raise MissingDataError(benchmark, root, missing, source)
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)``; blank lines are skipped, anything else must be a JSON object."""
+def iter_jsonl(path: Path, *, blank_lines: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)``; blank lines are skipped (an error with ``blank_lines=False``),
+    anything else must be a JSON object."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
+                if not blank_lines:
+                    raise DataError(path, lineno, "empty line")
                 continue
             try:
                 obj = json.loads(line)

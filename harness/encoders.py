@@ -86,6 +86,15 @@ def _dir_fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def model_fingerprint(name: str) -> str:
+    """``<source>-<hash>``: of the directory's contents for a local or packaged model, of the name
+    for a hub model."""
+    rm = resolve_model(name)
+    if rm.path is not None:
+        return f"{rm.source}-{_dir_fingerprint(rm.path)}"
+    return "hub-" + hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
 def default_device() -> str:
     try:
         import torch
@@ -187,11 +196,7 @@ class EncoderPool:
 
     def fingerprint(self, name: str) -> str:
         if name not in self._fingerprints:
-            rm = resolve_model(name)
-            if rm.path is not None:
-                self._fingerprints[name] = f"{rm.source}-{_dir_fingerprint(rm.path)}"
-            else:
-                self._fingerprints[name] = "hub-" + hashlib.sha256(name.encode()).hexdigest()[:16]
+            self._fingerprints[name] = model_fingerprint(name)
         return self._fingerprints[name]
 
     def cache_path(self, name: str, texts: Sequence[str], *, prefix: str, normalize: bool,

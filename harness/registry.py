@@ -140,6 +140,8 @@ def coerce_value(field_type: Any, value: Any, where: str) -> Any:
             if value.lower() in ("none", "null", ""):
                 return None
             return float(value) if "float" in t else int(value)
+        if t in ("str|None", "Optional[str]") and value.lower() in ("none", "null"):
+            return None
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     return value
@@ -167,22 +169,25 @@ class RetrieverSpec:
 
 def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "") -> RetrieverSpec:
     """Validate ``params`` against the retriever's dataclass and fill in defaults."""
-    cls = get_retriever_class(name)
-    pcls = params_class(cls)
+    p = build_params(params_class(get_retriever_class(name)), params or {}, f"retriever {name!r}", name)
+    return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
+
+
+def build_params(pcls: type, given: Mapping[str, Any], owner: str, prefix: str) -> Any:
+    """An instance of the parameter dataclass ``pcls`` from ``given`` (CLI strings coerced to the
+    field types); unknown keys and bad values are errors naming ``owner`` and the key."""
     fields = {f.name: f for f in dataclasses.fields(pcls)}
-    given = dict(params or {})
     unknown = sorted(set(given) - set(fields))
     if unknown:
         raise ValueError(
-            f"retriever {name!r}: unknown parameter(s) {', '.join(unknown)}; "
+            f"{owner}: unknown parameter(s) {', '.join(unknown)}; "
             f"accepted: {', '.join(fields) or '(none)'}"
         )
-    coerced = {k: coerce_value(fields[k].type, v, f"{name}.{k}") for k, v in given.items()}
+    coerced = {k: coerce_value(fields[k].type, v, f"{prefix}.{k}") for k, v in given.items()}
     try:
-        p = pcls(**coerced)
+        return pcls(**coerced)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"retriever {name!r}: bad parameters: {e}") from e
-    return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
+        raise ValueError(f"{owner}: bad parameters: {e}") from e
 
 
 def instantiate(spec: RetrieverSpec) -> Any:
@@ -242,6 +247,13 @@ def get_benchmark_loader(name: str) -> tuple[type, str]:
     )
 
 
+def load_benchmark(name: str, data_dir: Path, online: bool = False) -> Any:
+    """Load benchmark ``name`` (an id, a split such as ``nevir:train``, or a folder path) from
+    ``data_dir`` through its registered loader."""
+    loader, bname = get_benchmark_loader(name)
+    return loader.load(bname, data_dir, online=online)
+
+
 def benchmark_variants() -> list[tuple[str, type | None, str]]:
     """``(concrete name, loader or None, load error)`` for every registered benchmark. A loader may
     list its concrete names (splits, family members) with a ``variants()`` classmethod; a family
@@ -267,14 +279,19 @@ def builder_names() -> list[str]:
     return sorted(_entry_points(BUILDER_GROUP))
 
 
-def get_builder(name: str) -> Callable[..., Any]:
-    eps = _entry_points(BUILDER_GROUP)
+def _load_named(group: str, kind: str, name: str) -> Any:
+    """The object entry point ``name`` of ``group`` names; a clear error when it is unknown or broken."""
+    eps = _entry_points(group)
     if name not in eps:
-        raise RegistryError(f"unknown diagnostic builder {name!r}. Known: {', '.join(sorted(eps)) or 'none'}")
+        raise RegistryError(f"unknown {kind} {name!r}. Known: {', '.join(sorted(eps)) or 'none'}")
     try:
         return eps[name].load()
     except Exception as e:  # noqa: BLE001
-        raise RegistryError(f"builder {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+        raise RegistryError(f"{kind.split()[-1]} {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+
+
+def get_builder(name: str) -> Callable[..., Any]:
+    return _load_named(BUILDER_GROUP, "diagnostic builder", name)
 
 
 def trainer_names() -> list[str]:
@@ -282,13 +299,7 @@ def trainer_names() -> list[str]:
 
 
 def get_trainer(name: str) -> Any:
-    eps = _entry_points(TRAINER_GROUP)
-    if name not in eps:
-        raise RegistryError(f"unknown trainer {name!r}. Known: {', '.join(sorted(eps)) or 'none'}")
-    try:
-        return eps[name].load()
-    except Exception as e:  # noqa: BLE001
-        raise RegistryError(f"trainer {name!r}: entry point {eps[name].value!r} failed to load: {e}") from e
+    return _load_named(TRAINER_GROUP, "trainer", name)
 
 
 def manifest_paths() -> list[Path]:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from .metrics import parse_measure
-from .registry import make_spec
+from .registry import RetrieverSpec, make_spec
 from .runner import Runner
+from .types import Benchmark
 
 TUNE_SPLITS = ("dev", "validation", "val")
 
@@ -129,6 +130,34 @@ def _toml_value(v: Any) -> str:
     return json.dumps(str(v))
 
 
+def _grid_specs(runner: Runner, retriever: str, benchmark: str, grid: Mapping[str, Sequence[Any]],
+                fixed: Mapping[str, Any]) -> tuple[Benchmark, list[RetrieverSpec]]:
+    """The benchmark and one spec per combination of ``grid`` (plus ``fixed``), in grid order."""
+    overlap = set(fixed) & set(grid)
+    if overlap:
+        raise ValueError(f"parameters both fixed and in the grid: {', '.join(sorted(overlap))}")
+    bench, _ = runner.load_benchmark(benchmark)
+    keys = list(grid)
+    return bench, [make_spec(retriever, {**fixed, **dict(zip(keys, combo))})
+                   for combo in itertools.product(*grid.values())]
+
+
+def _score_grid(runner: Runner, bench: Benchmark, specs: Sequence[RetrieverSpec], keys: Sequence[str], seed: int,
+                value: Callable[[Any], float], on_point: Callable[[GridPoint], None] | None) -> list[GridPoint]:
+    """Score every spec on ``bench`` (no per-result analysis: grid points are not stored as
+    results); ``value(record)`` is the point's selection value."""
+    points: list[GridPoint] = []
+    for spec in specs:
+        rec = runner.run_one(spec, bench, seed, analyse=False)
+        point = GridPoint({k: spec.params[k] for k in keys}, value(rec),
+                          {k: v.mean for k, v in rec.measures.items() if v.mean is not None},
+                          rec.phases.get("search", {}).get("wall_s", 0.0))
+        points.append(point)
+        if on_point:
+            on_point(point)
+    return points
+
+
 def sweep(runner: Runner, retriever: str, benchmark: str, grid: Mapping[str, Sequence[Any]], *,
           fixed: Mapping[str, Any] | None = None, seed: int = 0,
           on_point: Callable[[GridPoint], None] | None = None) -> dict[str, Any]:
@@ -137,21 +166,9 @@ def sweep(runner: Runner, retriever: str, benchmark: str, grid: Mapping[str, Seq
     Returns the data the results store keeps (:meth:`Store.save_sweep`); nothing enters the
     results table."""
     fixed = dict(fixed or {})
-    overlap = set(fixed) & set(grid)
-    if overlap:
-        raise ValueError(f"parameters both fixed and in the grid: {', '.join(sorted(overlap))}")
-    bench, _ = runner.load_benchmark(benchmark)
+    bench, specs = _grid_specs(runner, retriever, benchmark, grid, fixed)
     keys = list(grid)
-    specs = [make_spec(retriever, {**fixed, **dict(zip(keys, combo))}) for combo in itertools.product(*grid.values())]
-    points = []
-    for spec in specs:
-        rec = runner.run_one(spec, bench, seed, analyse=False)
-        point = GridPoint({k: spec.params[k] for k in keys}, float("nan"),
-                          {k: v.mean for k, v in rec.measures.items() if v.mean is not None},
-                          rec.phases.get("search", {}).get("wall_s", 0.0))
-        points.append(point)
-        if on_point:
-            on_point(point)
+    points = _score_grid(runner, bench, specs, keys, seed, lambda rec: float("nan"), on_point)
     return {"retriever": retriever, "benchmark": bench.name, "benchmark_version": bench.version, "seed": seed,
             "k": runner.s.k, "task": bench.task, "fixed": {k: specs[0].params[k] for k in fixed},
             "axes": {k: list(dict.fromkeys(spec.params[k] for spec in specs)) for k in keys},
@@ -166,25 +183,16 @@ def grid_search(runner: Runner, retriever: str, benchmark: str, grid: Mapping[st
     by ``measure`` (its direction from the measure: lower is better for V@k)."""
     m = parse_measure(measure)
     fixed = dict(fixed or {})
-    overlap = set(fixed) & set(grid)
-    if overlap:
-        raise ValueError(f"parameters both fixed and in the grid: {', '.join(sorted(overlap))}")
-    bench, _ = runner.load_benchmark(benchmark)
-    keys = list(grid)
-    specs = [make_spec(retriever, {**fixed, **dict(zip(keys, combo))}) for combo in itertools.product(*grid.values())]
-    points: list[GridPoint] = []
-    for spec in specs:
-        rec = runner.run_one(spec, bench, seed)
+    bench, specs = _grid_specs(runner, retriever, benchmark, grid, fixed)
+
+    def value(rec: Any) -> float:
         if m.name not in rec.measures:
             rec_measures = ", ".join(rec.measures)
             raise ValueError(f"measure {m.name!r} was not computed on {bench.name} (computed: {rec_measures})")
-        means = {k: v.mean for k, v in rec.measures.items() if v.mean is not None}
-        value = rec.measures[m.name].mean
-        point = GridPoint({k: spec.params[k] for k in keys}, float("nan") if value is None else float(value),
-                          means, rec.phases.get("search", {}).get("wall_s", 0.0))
-        points.append(point)
-        if on_point:
-            on_point(point)
+        v = rec.measures[m.name].mean
+        return float("nan") if v is None else float(v)
+
+    points = _score_grid(runner, bench, specs, list(grid), seed, value, on_point)
     fixed = {k: specs[0].params[k] for k in fixed}  # as coerced to the parameter types
     sign = 1.0 if m.higher_is_better else -1.0
     scored = [p for p in points if p.value == p.value]

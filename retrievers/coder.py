@@ -56,13 +56,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from harness.data import default_data_dir
 from harness.encoders import DEFAULT_ENCODER, EncoderPool
 from harness.leakage import TrainingData
 from harness.protocols import RunContext
-from harness.registry import register
+from harness.registry import load_benchmark, register
 from harness.types import Benchmark, Corpus, Query, Run
 
-from .coder_train import CoderTrainConfig, read_card, summarise_card, train_coder
+from .coder_train import CoderTrainConfig, artifact_dir, read_card, summarise_card, train_coder
 
 # (alpha, tau) for Seq and (alpha, percentile) for Union, by task family
 SEQ_DEFAULTS = {"constraint": (0.2, 0.3), "topical": (0.5, 0.9)}
@@ -161,6 +162,9 @@ class CoderUnionParams(CoderParams):
 
 class _Coder:
     policy = ""
+    defaults: dict[str, tuple[float, float]] = {}  # task family -> (alpha, filter value)
+    filter_param = ""  # the params field holding the filter value (tau / percentile)
+    option = ""  # the policy's other field, kept with the result (fill / direction)
 
     def __init__(self, params: CoderParams):
         self.params = params
@@ -172,6 +176,7 @@ class _Coder:
         self.card: dict[str, Any] | None = None
         self.trained_here = False
         self.alpha = params.alpha
+        self.filter_value = getattr(params, self.filter_param)
         self._doc_ids: list[str] = []
         self._dt: np.ndarray | None = None
         self._dc: np.ndarray | None = None
@@ -190,24 +195,18 @@ class _Coder:
         """Resolve (and for ``auto``, train on first use) the compatibility encoder."""
         p = self.params
         if p.compat_model == "auto":
-            from harness.data import default_data_dir
-            from harness.registry import get_benchmark_loader
-
             data_dir = default_data_dir(ctx.data_dir)
-
-            def load(name: str) -> Benchmark:
-                loader, bname = get_benchmark_loader(name)
-                return loader.load(bname, data_dir, online=ctx.online)
-
             cfg = self.train_config(ctx)
-            from .coder_train import artifact_dir
-
             home = Path(ctx.cache_dir).parent
             path = artifact_dir(home, cfg)
-            self.trained_here = read_card(path) is None
-            path = train_coder(cfg, home=home, data_dir=data_dir, load_benchmark=load, device=ctx.device,
-                               progress=ctx.progress, log=ctx.log)
-            self.compat_name, self.card = str(path), read_card(path)
+            card = read_card(path)
+            self.trained_here = card is None
+            if card is None:
+                train_coder(cfg, home=home, data_dir=data_dir, device=ctx.device, progress=ctx.progress,
+                            load_benchmark=lambda n: load_benchmark(n, data_dir, ctx.online), log=ctx.log,
+                            out_dir=path)
+                card = read_card(path)
+            self.compat_name, self.card = str(path), card
         else:
             d = Path(p.compat_model).expanduser()
             self.card = read_card(d) if d.is_dir() else None
@@ -257,9 +256,6 @@ class _Coder:
             self._ic.add(self._dc)
         self._doc_ids = corpus.ids
 
-    def _defaults(self, ctx: RunContext) -> tuple[float, float]:
-        table = SEQ_DEFAULTS if self.policy == "seq" else UNION_DEFAULTS
-        return table["constraint" if ctx.task == "constraint" else "topical"]
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         assert self._it is not None and self._dt is not None and self._dc is not None, "index() must run first"
@@ -270,9 +266,10 @@ class _Coder:
         depth = min(p.depth, len(self._doc_ids))
         _, cand_t = self._it.search(qt, depth)
         cand_c = self._ic.search(qc, depth)[1] if self._ic is not None else None
-        a_def, f_def = self._defaults(ctx)
+        a_def, f_def = self.defaults["constraint" if ctx.task == "constraint" else "topical"]
         alpha = a_def if p.alpha is None else p.alpha
-        filt = self._filter_value(f_def)
+        given = getattr(p, self.filter_param)
+        filt = f_def if given is None else given
         self.alpha, self.filter_value = alpha, filt
         run = Run()
         passed: list[int] = []
@@ -296,9 +293,6 @@ class _Coder:
             ctx.ledger.count(f"coder.{self.policy}.none_passed", self.stats["none_passed"])
         return run
 
-    def _filter_value(self, default: float) -> float:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     def _policy(self, s_t: np.ndarray, s_c: np.ndarray, alpha: float, filt: float, k: int):  # pragma: no cover
         raise NotImplementedError
 
@@ -310,13 +304,11 @@ class _Coder:
                                           "trained_in_this_run": self.trained_here,
                                           "query_prefix": self.compat_prefix},
                                "search": self.stats}
-        out.update(self._filter_extra())
+        out[self.filter_param] = self.filter_value
+        out[self.option] = getattr(p, self.option)
         if self.card is not None:
             out["compat"]["card"] = summarise_card(self.card)
         return out
-
-    def _filter_extra(self) -> dict[str, Any]:  # pragma: no cover - overridden
-        return {}
 
     def analyse(self, benchmark: Benchmark, ctx: RunContext) -> dict[str, Any]:
         sep = {"compat": score_separation(self._pool(ctx), self.compat_name, self.compat_prefix, benchmark,
@@ -367,27 +359,20 @@ def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmar
 
 @register("coder-seq", params=CoderSeqParams)
 class CoderSeq(_Coder):
-    policy = "seq"
+    policy, defaults, filter_param, option = "seq", SEQ_DEFAULTS, "tau", "fill"
 
     def __init__(self, params: CoderSeqParams | None = None):
         super().__init__(params or CoderSeqParams())
         if self.params.fill not in ("none", "append"):
             raise ValueError(f"fill must be 'none' or 'append', not {self.params.fill!r}")
-        self.filter_value = self.params.tau
-
-    def _filter_value(self, default: float) -> float:
-        return default if self.params.tau is None else self.params.tau
 
     def _policy(self, s_t, s_c, alpha, filt, k):
         return seq_policy(s_t, s_c, alpha, filt, k, self.params.fill)
 
-    def _filter_extra(self) -> dict[str, Any]:
-        return {"tau": self.filter_value, "fill": self.params.fill}
-
 
 @register("coder-union", params=CoderUnionParams)
 class CoderUnion(_Coder):
-    policy = "union"
+    policy, defaults, filter_param, option = "union", UNION_DEFAULTS, "percentile", "direction"
 
     def __init__(self, params: CoderUnionParams | None = None):
         super().__init__(params or CoderUnionParams())
@@ -395,13 +380,6 @@ class CoderUnion(_Coder):
             raise ValueError(f"direction must be one of {DIRECTIONS}, not {self.params.direction!r}")
         if self.params.percentile is not None and not 0.0 <= self.params.percentile <= 1.0:
             raise ValueError(f"percentile must be in [0, 1], got {self.params.percentile}")
-        self.filter_value = self.params.percentile
-
-    def _filter_value(self, default: float) -> float:
-        return default if self.params.percentile is None else self.params.percentile
 
     def _policy(self, s_t, s_c, alpha, filt, k):
         return union_policy(s_t, s_c, alpha, filt, k, self.params.direction)
-
-    def _filter_extra(self) -> dict[str, Any]:
-        return {"percentile": self.filter_value, "direction": self.params.direction}

@@ -52,7 +52,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from harness.encoders import DEFAULT_ENCODER, default_device, load_encoder, resolve_model, _dir_fingerprint
+from harness.encoders import DEFAULT_ENCODER, default_device, load_encoder, model_fingerprint
+from harness.protocols import NullProgress
+from harness.runner import environment, seed_everything
 from harness.leakage import TrainingData, digests, family, text_digest
 
 CARD = "coder_card.json"
@@ -237,13 +239,8 @@ def config_hash(cfg: CoderTrainConfig, base_fingerprint: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def base_fingerprint(name: str) -> str:
-    rm = resolve_model(name)
-    return f"{rm.source}-{_dir_fingerprint(rm.path)}" if rm.path is not None else f"hub-{name}"
-
-
 def artifact_dir(home: Path, cfg: CoderTrainConfig) -> Path:
-    return Path(home) / "models" / "coder" / config_hash(cfg, base_fingerprint(cfg.base_model))
+    return Path(home) / "models" / "coder" / config_hash(cfg, model_fingerprint(cfg.base_model))
 
 
 def read_card(path: Path) -> dict[str, Any] | None:
@@ -329,9 +326,7 @@ def train_stage(model: Any, triplets: Sequence[Triplet], cfg: CoderTrainConfig, 
     window: list[float] = []
     every = max(1, len(plan) // 50)
     t0 = time.perf_counter()
-    track = progress.track(len(plan), label) if progress is not None else None
-    advance = track.__enter__() if track is not None else (lambda n=1: None)
-    try:
+    with (progress or NullProgress()).track(len(plan), label) as advance:
         for b in plan:
             texts = ([prefix + triplets[i].query for i in b], [triplets[i].positive for i in b],
                      [triplets[i].negative for i in b])
@@ -350,9 +345,6 @@ def train_stage(model: Any, triplets: Sequence[Triplet], cfg: CoderTrainConfig, 
                 curve.append(round(sum(window) / len(window), 5))
                 window = []
             advance(1)
-    finally:
-        if track is not None:
-            track.__exit__(None, None, None)
     if window:
         curve.append(round(sum(window) / len(window), 5))
     model.eval()
@@ -360,32 +352,16 @@ def train_stage(model: Any, triplets: Sequence[Triplet], cfg: CoderTrainConfig, 
             "wall_s": round(time.perf_counter() - t0, 3)}
 
 
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {}
-    for pkg in ("torch", "sentence-transformers", "transformers"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:  # pragma: no cover
-            pass
-    return out
-
-
 def train_coder(cfg: CoderTrainConfig, *, home: Path, data_dir: Path | None, load_benchmark: Callable[[str], Any],
                 device: str | None = None, progress: Any = None, log: Callable[[str], None] = print,
                 out_dir: Path | None = None, force: bool = False) -> Path:
     """Train (or find) the artifact ``cfg`` describes; returns its directory."""
-    import torch
-
     cfg.validate()
     device = device or default_device()
     target = Path(out_dir) if out_dir else artifact_dir(home, cfg)
     if not force and read_card(target) is not None:
         return target
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
+    seed_everything(cfg.seed)
     t0 = time.perf_counter()
     s1, s1_source = stage1_triplets(cfg, data_dir, Path(home) / "cache")
     s2, seen, facts = stage2_triplets(cfg, load_benchmark)
@@ -404,9 +380,9 @@ def train_coder(cfg: CoderTrainConfig, *, home: Path, data_dir: Path | None, loa
             st["sources"] = facts
         stages.append(st)
     card = {
-        "format": CARD_FORMAT, "base_model": cfg.base_model, "base_fingerprint": base_fingerprint(cfg.base_model),
+        "format": CARD_FORMAT, "base_model": cfg.base_model, "base_fingerprint": model_fingerprint(cfg.base_model),
         "config": dataclasses.asdict(cfg), "pooling": cfg.pooling, "query_prefix": cfg.query_prefix,
-        "max_length": cfg.max_length, "seed": cfg.seed, "device": device, "versions": _versions(),
+        "max_length": cfg.max_length, "seed": cfg.seed, "device": device, "versions": environment(device),
         "stages": stages, "steps": sum(s["steps"] for s in stages),
         "wall_s": round(time.perf_counter() - t0, 3),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "training_data": seen.to_dict(),
@@ -429,20 +405,9 @@ def train_coder(cfg: CoderTrainConfig, *, home: Path, data_dir: Path | None, loa
 
 
 def config_from_params(params: dict[str, Any]) -> CoderTrainConfig:
-    from harness.registry import coerce_value
+    from harness.registry import build_params
 
-    fields = {f.name: f for f in dataclasses.fields(CoderTrainConfig)}
-    unknown = sorted(set(params) - set(fields))
-    if unknown:
-        raise ValueError(f"train coder: unknown parameter(s) {', '.join(unknown)}; accepted: {', '.join(fields)}")
-    vals = {}
-    for k, v in params.items():
-        t = str(fields[k].type).replace(" ", "")
-        if isinstance(v, str) and t in ("str|None",) and v.lower() in ("none", "null"):
-            vals[k] = None
-        else:
-            vals[k] = coerce_value(fields[k].type, v, f"coder.{k}")
-    return CoderTrainConfig(**vals)
+    return build_params(CoderTrainConfig, params, "train coder", "coder")
 
 
 class CoderTrainer:

@@ -336,27 +336,18 @@ def read_triplets(path: Path) -> list[dict[str, str]]:
     """Read a triplet file strictly: every line a JSON object whose ``query``, ``positive`` and
     ``hard_negative`` are non-empty strings (other keys are ignored and dropped). A bad line
     raises ``ValueError`` (``harness.data.DataError``) naming the file, the line and the field."""
-    from harness.data import DataError
+    from harness.data import DataError, iter_jsonl
 
     path = Path(path)
     rows: list[dict[str, str]] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                raise DataError(path, lineno, "empty line")
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
-            for key in TRIPLET_FIELDS:
-                if key not in obj:
-                    raise DataError(path, lineno, f"missing field {key!r}")
-                value = obj[key]
-                if not isinstance(value, str) or not value.strip():
-                    raise DataError(path, lineno, f"field {key!r} must be a non-empty string, got {value!r}")
-            rows.append({key: obj[key] for key in TRIPLET_FIELDS})
+    for lineno, obj in iter_jsonl(path, blank_lines=False):
+        for key in TRIPLET_FIELDS:
+            if key not in obj:
+                raise DataError(path, lineno, f"missing field {key!r}")
+            value = obj[key]
+            if not isinstance(value, str) or not value.strip():
+                raise DataError(path, lineno, f"field {key!r} must be a non-empty string, got {value!r}")
+        rows.append({key: obj[key] for key in TRIPLET_FIELDS})
     return rows
 
 

@@ -314,7 +314,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from harness.data import default_data_dir, default_home
     from harness.ledger import Ledger, call_totals
     from harness.llm import LLMClient, LLMSettings
-    from harness.registry import get_benchmark_loader
+    from harness.registry import load_benchmark
 
     ap = argparse.ArgumentParser(prog="python -m retrievers.deo")
     ap.add_argument("command", choices=["agreement"])
@@ -333,8 +333,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     rows_f = open(a.rows, "w", encoding="utf-8") if a.rows else None
     with LLMClient(settings, cache_path=home / "cache" / "llm.sqlite") as llm:
         for name in a.benchmark:
-            loader, bname = get_benchmark_loader(name)
-            bench = loader.load(bname, default_data_dir(a.data_dir))
+            bench = load_benchmark(name, default_data_dir(a.data_dir))
             if a.max_queries:
                 bench = bench.head(a.max_queries)
             ledger = Ledger()

@@ -3,7 +3,9 @@ path that would reach a hub or a dataset server fails loudly instead of passing 
 
 from __future__ import annotations
 
+import io
 import socket
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,12 @@ def ctx(pool):
     from harness.protocols import RunContext
 
     return RunContext(seed=0, device="cpu", encoders=pool, cache_dir=pool.cache_dir)
+
+
+def tarball_with_member(path: Path, member: str) -> Path:
+    """A .tar.gz at ``path`` holding one two-byte file named ``member`` (for unsafe-path tests)."""
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(member)
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    return path

@@ -4,10 +4,8 @@ for CoDeR's released negation passages, and offline WordNet loading."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import tarfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -16,6 +14,8 @@ import pytest
 from benchmarks import builders as B
 from benchmarks.beir import BeirBenchmark
 from harness.types import Corpus, Document
+
+from conftest import tarball_with_member
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SCIFACT_FILES = ("beir/scifact/corpus.jsonl", "beir/scifact/queries.jsonl", "beir/scifact/qrels/test.tsv")
@@ -491,11 +491,7 @@ def test_wordnet_tarball_extracts_safely(tmp_path: Path) -> None:
     assert {"data.noun", "index.adj", "lexnames", "adj.exc"} <= {p.name for p in target.iterdir()}
     assert not [p for p in (tmp_path / "nltk_data").iterdir() if p.name.startswith(".wordnet-")]
 
-    evil = tmp_path / "evil.tar.gz"
-    with tarfile.open(evil, "w:gz") as tar:
-        info = tarfile.TarInfo("nltk_data/corpora/wordnet/../../../escape.txt")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
+    evil = tarball_with_member(tmp_path / "evil.tar.gz", "nltk_data/corpora/wordnet/../../../escape.txt")
     with pytest.raises(ValueError, match="unsafe member"):
         B.extract_wordnet_tarball(evil, tmp_path / "other")
     assert not (tmp_path / "escape.txt").exists()

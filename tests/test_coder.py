@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from harness.leakage import LeakageError, TrainingData, check_unseen, overlap, text_digest
-from harness.registry import make_spec
+from harness.registry import load_benchmark, make_spec
 from harness.store import Store
 from harness.tuning import expand_range, parse_grid
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
@@ -180,10 +180,7 @@ def test_no_duplicate_batches() -> None:
 # --- a real (small) training run ----------------------------------------------------------------
 
 def _loader(name: str):
-    from harness.registry import get_benchmark_loader
-
-    loader, bname = get_benchmark_loader(name)
-    return loader.load(bname, SHARED_DATA)
+    return load_benchmark(name, SHARED_DATA)
 
 
 @pytest.fixture(scope="module")

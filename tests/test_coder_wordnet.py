@@ -5,11 +5,9 @@ invariants, caps, split and determinism, the JSONL files and the CLI."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
-import tarfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import nltk
 import pytest
 
 import retrievers.coder_wordnet as cw
+from conftest import tarball_with_member
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TARBALL = DATA / "nltk_data-wordnet.tar.gz"
@@ -137,18 +136,10 @@ def test_load_wordnet_download_goes_to_the_given_folder(tmp_path: Path, monkeypa
 
 
 def test_load_wordnet_refuses_unsafe_tarball(tmp_path: Path) -> None:
-    evil = tmp_path / "evil.tar.gz"
-    with tarfile.open(evil, "w:gz") as tar:
-        info = tarfile.TarInfo("nltk_data/corpora/wordnet/../../../escape.txt")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
+    evil = tarball_with_member(tmp_path / "evil.tar.gz", "nltk_data/corpora/wordnet/../../../escape.txt")
     with pytest.raises(ValueError, match="unsafe member"):
         cw.load_wordnet(evil, cache_dir=tmp_path / "cache" / "nltk_data")
-    absolute = tmp_path / "abs.tar.gz"
-    with tarfile.open(absolute, "w:gz") as tar:
-        info = tarfile.TarInfo(str(tmp_path / "abs-escape.txt"))
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
+    absolute = tarball_with_member(tmp_path / "abs.tar.gz", str(tmp_path / "abs-escape.txt"))
     with pytest.raises(ValueError, match="unsafe member"):
         cw.load_wordnet(absolute, cache_dir=tmp_path / "cache2" / "nltk_data")
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "abs-escape.txt").exists()
