@@ -3,10 +3,14 @@ path that would reach a hub or a dataset server fails loudly instead of passing 
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import os
 import socket
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +92,112 @@ def tarball_with_member(path: Path, member: str) -> Path:
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
     return path
+
+
+# --------------------------------------------------------------------------------------------
+# headless browser (Playwright's sync API over the system Chromium; no browser is downloaded)
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# URL schemes that never leave the machine; any other request counts as external
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+
+
+def _browser_missing() -> str | None:
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install -e '.[test]')"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    return None
+
+
+def require_browser() -> None:
+    """Skip the calling test when no browser can run; fail instead with BEYONDSIM_REQUIRE_BROWSER=1."""
+    missing = _browser_missing()
+    if missing is None:
+        return
+    if os.environ.get("BEYONDSIM_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{missing}, and BEYONDSIM_REQUIRE_BROWSER=1 forbids skipping", pytrace=False)
+    pytest.skip(missing)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "browser_page" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def _chromium() -> Iterator[Any]:
+    """One headless Chromium for the session; skipped (or failed with BEYONDSIM_REQUIRE_BROWSER=1)
+    when Playwright or the system Chromium is missing."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        pw.stop()
+
+
+@pytest.fixture
+def browser_page(_chromium: Any) -> Iterator[Any]:
+    """A Playwright page (sync API) in a fresh browser context.
+
+    Besides the page API it carries what the page did, for the test to assert on:
+
+    * ``page.console_errors``: text of every ``console`` message of type ``error``;
+    * ``page.page_errors``: message of every uncaught exception (``pageerror``);
+    * ``page.external_requests``: URL of every request whose scheme is not ``file:``, ``data:``,
+      ``blob:`` or ``about:``. Such requests are recorded and then aborted, so nothing leaves
+      the machine.
+
+    Open a local page with ``page.goto(path.as_uri())``.
+    """
+    context = _chromium.new_context()
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.console_errors = []
+    page.page_errors = []
+    page.external_requests = []
+
+    def is_local(url: str) -> bool:
+        return url.lower().startswith(LOCAL_SCHEMES)
+
+    def on_console(msg: Any) -> None:
+        if msg.type == "error":
+            page.console_errors.append(msg.text)
+
+    def on_request(request: Any) -> None:
+        if not is_local(request.url):
+            page.external_requests.append(request.url)
+
+    def on_route(route: Any) -> None:
+        if is_local(route.request.url):
+            route.continue_()
+        else:
+            route.abort("blockedbyclient")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: page.page_errors.append(str(exc)))
+    page.on("request", on_request)
+    context.route("**/*", on_route)
+    try:
+        yield page
+    finally:
+        context.close()
+

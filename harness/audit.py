@@ -1,0 +1,656 @@
+"""The cost and efficiency audit behind ``beyondsim audit`` (DESIGN.md §6): functions over stored
+:class:`~harness.store.ResultRecord` s, free of the command line.
+
+* :func:`group` sums phase times and LLM calls per retriever × benchmark pair, retriever,
+  benchmark or LLM model. Cache hits and billed calls (``calls − cache hits``) are kept apart,
+  with the tokens of each. ``usd`` is the new spend recorded at run time (a cache hit costs
+  nothing new). A billed call of a model without a price makes ``usd`` ``None`` ("unknown"),
+  never 0; ``usd_known`` keeps the priced part and ``usd_unknown_calls`` the number of billed
+  calls it leaves out.
+* :func:`select` keeps the results created at or after a time (:func:`parse_since`).
+* :func:`project` estimates what running a suite would take per retriever: measured per-query
+  rates (online seconds, LLM calls, tokens, and dollars with every recorded call — cached ones
+  too — priced at today's prices, i.e. the cost without the cache) times each benchmark's query
+  count, plus offline seconds measured on that benchmark, else the measured per-document rate
+  times its corpus size. What cannot be measured or counted stays unknown.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from rich.table import Table
+
+from .ledger import OFFLINE_PHASES, phase_totals
+from .llm import Price, price_for
+from .store import BenchmarkInfo, ResultRecord
+
+GROUPINGS = ("pair", "retriever", "benchmark", "model")
+ALL = "*"
+
+# -- --since ---------------------------------------------------------------------------------------
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _utc(t: _dt.datetime) -> _dt.datetime:
+    return t.replace(tzinfo=_dt.timezone.utc) if t.tzinfo is None else t.astimezone(_dt.timezone.utc)
+
+
+def parse_since(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
+    """An ISO date (``2026-01-31``: midnight), datetime (``2026-01-31T12:00``, optional UTC offset;
+    without one it is UTC), or an age before ``now``: ``30m``, ``12h``, ``7d``, ``2w`` (also ``s``)."""
+    m = _AGE.match(text)
+    if m:
+        now = _utc(now or _dt.datetime.now(_dt.timezone.utc))
+        return now - _dt.timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2).lower()])
+    try:
+        return _utc(_dt.datetime.fromisoformat(text.strip()))
+    except ValueError:
+        raise ValueError(f"--since {text!r}: expected an ISO date or datetime (2026-01-31, 2026-01-31T12:00, "
+                         "2026-01-31T12:00+02:00; UTC when no offset is given) or an age: 30m, 12h, 7d, 2w") from None
+
+
+def created_at(rec: ResultRecord) -> _dt.datetime | None:
+    try:
+        return _utc(_dt.datetime.fromisoformat(rec.created_at))
+    except (TypeError, ValueError):
+        return None
+
+
+def select(records: Iterable[ResultRecord], since: _dt.datetime | None = None) -> list[ResultRecord]:
+    """The records created at or after ``since`` (all when ``None``; one without a readable
+    creation time only then)."""
+    if since is None:
+        return list(records)
+    return [r for r in records if (t := created_at(r)) is not None and t >= since]
+
+
+# -- grouping --------------------------------------------------------------------------------------
+
+def _add(a: float | None, b: float | None) -> float | None:
+    return a if b is None else (b if a is None else a + b)
+
+
+def _r(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+@dataclass
+class Tally:
+    """Sums over the results (and LLM calls) of one group."""
+
+    results: set[str] = field(default_factory=set)
+    queries: int = 0
+    offline_s: float | None = None
+    online_s: float | None = None
+    cpu_s: float | None = None
+    calls: int = 0
+    cache_hits: int = 0
+    billed_prompt: int = 0
+    billed_completion: int = 0
+    cached_prompt: int = 0
+    cached_completion: int = 0
+    usd_known: float = 0.0
+    unknown_calls: int = 0
+    unpriced: set[str] = field(default_factory=set)
+    latency_s: float = 0.0
+
+    def add_result(self, rec: ResultRecord) -> None:
+        t = phase_totals(rec.phases)
+        self.queries += t["online_items"]
+        self.offline_s = _add(self.offline_s, t["offline_s"])
+        self.online_s = _add(self.online_s, t["online_s"])
+        self.cpu_s = _add(self.cpu_s, t["cpu_s"])
+        self.add_calls(rec, rec.llm_calls)
+
+    def add_calls(self, rec: ResultRecord, calls: Iterable[Mapping[str, Any]]) -> None:
+        self.results.add(rec.key)
+        for c in calls:
+            self.calls += 1
+            pt, ct = int(c["prompt_tokens"]), int(c["completion_tokens"])
+            if c["cached"]:
+                self.cache_hits += 1
+                self.cached_prompt += pt
+                self.cached_completion += ct
+                continue
+            self.billed_prompt += pt
+            self.billed_completion += ct
+            self.latency_s += float(c.get("latency_s") or 0.0)
+            if c.get("usd") is None:
+                self.unknown_calls += 1
+                self.unpriced.add(str(c["model"]))
+            else:
+                self.usd_known += float(c["usd"])
+
+    @property
+    def usd(self) -> float | None:
+        return None if self.unknown_calls else self.usd_known
+
+    def llm_fields(self) -> dict[str, Any]:
+        prompt, completion = self.billed_prompt + self.cached_prompt, self.billed_completion + self.cached_completion
+        return {
+            "llm_calls": self.calls, "cache_hits": self.cache_hits, "billed_calls": self.calls - self.cache_hits,
+            "prompt_tokens": prompt, "completion_tokens": completion,
+            "billed_prompt_tokens": self.billed_prompt, "billed_completion_tokens": self.billed_completion,
+            "cached_prompt_tokens": self.cached_prompt, "cached_completion_tokens": self.cached_completion,
+            "tokens_k": round((prompt + completion) / 1000, 3),
+            "usd": _r(self.usd, 8), "usd_known": round(self.usd_known, 8), "usd_unknown_calls": self.unknown_calls,
+            "unpriced_models": ";".join(sorted(self.unpriced)),
+        }
+
+    def row(self, **labels: str) -> dict[str, Any]:
+        total = None if self.offline_s is None and self.online_s is None else (self.offline_s or 0.0) + (self.online_s or 0.0)
+        return {**labels, "results": len(self.results), "queries": self.queries,
+                "offline_s": _r(self.offline_s, 4), "online_s": _r(self.online_s, 4), "total_s": _r(total, 4),
+                "qps": _r(self.queries / self.online_s, 4) if self.online_s else None, "cpu_s": _r(self.cpu_s, 4),
+                **self.llm_fields()}
+
+    def model_row(self, model: str) -> dict[str, Any]:
+        return {"model": model, "results": len(self.results), **self.llm_fields(),
+                "latency_s": round(self.latency_s, 4)}
+
+
+@dataclass
+class Audit:
+    """``rows``: one per group, sorted. ``subtotals`` (``by="pair"``): retriever label → its sum,
+    for each retriever with rows on two or more benchmarks. ``total``: the sum of every row
+    (``None`` when there are none)."""
+
+    by: str
+    rows: list[dict[str, Any]]
+    subtotals: dict[str, dict[str, Any]]
+    total: dict[str, Any] | None
+
+
+def group(records: Iterable[ResultRecord], by: str = "pair") -> Audit:
+    """Sum the records per ``by``: ``pair`` (retriever × benchmark), ``retriever``, ``benchmark``,
+    or ``model``: the LLM calls per model name across results (results without LLM calls do not
+    appear; a result that used two models counts once under each; no phase times, as a result's
+    time is not split between models — ``latency_s`` is the summed latency of the billed requests)."""
+    if by not in GROUPINGS:
+        raise ValueError(f"--by must be one of {', '.join(GROUPINGS)}")
+    tallies: dict[tuple[str, ...], Tally] = {}
+    per_retriever: dict[str, Tally] = {}
+    total = Tally()
+    for r in records:
+        if by == "model":
+            models: dict[str, list[Mapping[str, Any]]] = {}
+            for c in r.llm_calls:
+                models.setdefault(str(c["model"]), []).append(c)
+            for m, calls in models.items():
+                tallies.setdefault((m,), Tally()).add_calls(r, calls)
+            if r.llm_calls:
+                total.add_calls(r, r.llm_calls)
+            continue
+        key = {"retriever": (r.label, ALL), "benchmark": (ALL, r.benchmark)}.get(by, (r.label, r.benchmark))
+        tallies.setdefault(key, Tally()).add_result(r)
+        per_retriever.setdefault(r.label, Tally()).add_result(r)
+        total.add_result(r)
+    if by == "model":
+        rows = [t.model_row(k[0]) for k, t in sorted(tallies.items())]
+        return Audit(by, rows, {}, total.model_row("total") if rows else None)
+    rows = [t.row(retriever=k[0], benchmark=k[1]) for k, t in sorted(tallies.items())]
+    subtotals: dict[str, dict[str, Any]] = {}
+    if by == "pair":
+        n_rows: dict[str, int] = {}
+        for k in tallies:
+            n_rows[k[0]] = n_rows.get(k[0], 0) + 1
+        subtotals = {lab: t.row(retriever=lab, benchmark=ALL) for lab, t in sorted(per_retriever.items())
+                     if n_rows[lab] > 1}
+    return Audit(by, rows, subtotals, total.row(retriever="total", benchmark=ALL) if rows else None)
+
+
+def paper_rows(audit: Audit) -> list[dict[str, Any]]:
+    """CoDeR Table 7's columns: setting (benchmark), method (retriever), time s (offline + online),
+    cost $ (new spend; ``None`` when unknown), tokens K (prompt + completion, cache hits included)."""
+    if audit.by == "model":
+        raise ValueError("--view paper needs --by pair, retriever or benchmark")
+    return [{"setting": r["benchmark"], "method": r["retriever"], "time_s": _r(r["total_s"], 2), "usd": r["usd"],
+             "usd_known": r["usd_known"], "usd_unknown_calls": r["usd_unknown_calls"], "tokens_k": round(r["tokens_k"], 2)}
+            for r in sorted(audit.rows, key=lambda x: (x["benchmark"], x["retriever"]))]
+
+
+# -- projection ------------------------------------------------------------------------------------
+
+def base_benchmark(name: str) -> str:
+    """``nevir[:50]`` (a query slice over the same corpus) → ``nevir``."""
+    return re.sub(r"\[:\d+\]$", "", name)
+
+
+@dataclass
+class Cost:
+    """LLM usage priced at today's prices, cache hits included; counts may be fractional once scaled."""
+
+    calls: float = 0.0
+    prompt: float = 0.0
+    completion: float = 0.0
+    usd_known: float = 0.0
+    unknown_calls: float = 0.0
+    unpriced: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, calls: Iterable[Mapping[str, Any]], prices: Mapping[str, Price]) -> "Cost":
+        out = cls()
+        unpriced = set()
+        for c in calls:
+            pt, ct = int(c["prompt_tokens"]), int(c["completion_tokens"])
+            out.calls += 1
+            out.prompt += pt
+            out.completion += ct
+            price = price_for(str(c["model"]), prices)
+            if price is None:
+                out.unknown_calls += 1
+                unpriced.add(str(c["model"]))
+            else:
+                out.usd_known += price.cost(pt, ct)
+        out.unpriced = frozenset(unpriced)
+        return out
+
+    def __add__(self, o: "Cost") -> "Cost":
+        return Cost(self.calls + o.calls, self.prompt + o.prompt, self.completion + o.completion,
+                    self.usd_known + o.usd_known, self.unknown_calls + o.unknown_calls, self.unpriced | o.unpriced)
+
+    def scaled(self, f: float) -> "Cost":
+        return Cost(self.calls * f, self.prompt * f, self.completion * f, self.usd_known * f, self.unknown_calls * f,
+                    self.unpriced)
+
+    @property
+    def usd(self) -> float | None:
+        return None if self.unknown_calls else self.usd_known
+
+
+@dataclass
+class Rates:
+    """What one retriever's results measured: search seconds, queries and online LLM usage; offline
+    (fit + index) seconds and LLM usage per base benchmark, and over the results whose indexed
+    corpus size is recorded (the per-document rate)."""
+
+    retriever: str
+    queries: int = 0
+    online_s: float = 0.0
+    online: Cost = field(default_factory=Cost)
+    measured_on: dict[str, int] = field(default_factory=dict)  # benchmark → queries searched there
+    offline_by_benchmark: dict[str, list[tuple[float, Cost]]] = field(default_factory=dict)
+    docs: int = 0
+    docs_offline_s: float = 0.0
+    docs_offline: Cost = field(default_factory=Cost)
+    offline_llm: bool = False
+
+    def row(self) -> dict[str, Any]:
+        q = self.queries
+        per = (lambda x: x / q) if q else (lambda x: None)
+        return {
+            "retriever": self.retriever, "queries": q,
+            "measured_on": dict(sorted(self.measured_on.items())),
+            "online_s_per_query": _r(per(self.online_s), 6), "llm_calls_per_query": _r(per(self.online.calls), 4),
+            "prompt_tokens_per_query": _r(per(self.online.prompt), 2),
+            "completion_tokens_per_query": _r(per(self.online.completion), 2),
+            "tokens_per_query": _r(per(self.online.prompt + self.online.completion), 2),
+            "usd_per_query": _r(per(self.online.usd_known), 10) if not self.online.unknown_calls else None,
+            "usd_known_per_query": _r(per(self.online.usd_known), 10),
+            "unpriced_models": ";".join(sorted(self.online.unpriced | self.docs_offline.unpriced)),
+            "offline_s_per_document": _r(self.docs_offline_s / self.docs, 8) if self.docs else None,
+            "documents_measured": self.docs,
+            "offline_measured_on": {b: len(v) for b, v in sorted(self.offline_by_benchmark.items())},
+        }
+
+
+def measure(records: Iterable[ResultRecord], prices: Mapping[str, Price]) -> dict[str, Rates]:
+    """Per retriever label: the rates :func:`project` scales. LLM calls made in an offline phase
+    (``fit``/``index``) count with the offline cost; all other calls per query. A result without
+    a measured search phase adds no per-query rate."""
+    out: dict[str, Rates] = {}
+    for r in records:
+        rt = out.setdefault(r.label, Rates(r.label))
+        t = phase_totals(r.phases)
+        offline_calls = [c for c in r.llm_calls if c.get("phase") in OFFLINE_PHASES]
+        online_calls = [c for c in r.llm_calls if c.get("phase") not in OFFLINE_PHASES]
+        if t["online_s"] is not None and t["online_items"] > 0:
+            rt.queries += t["online_items"]
+            rt.online_s += t["online_s"]
+            rt.online = rt.online + Cost.of(online_calls, prices)
+            rt.measured_on[r.benchmark] = rt.measured_on.get(r.benchmark, 0) + t["online_items"]
+        if t["offline_s"] is not None:
+            off = Cost.of(offline_calls, prices)
+            rt.offline_llm = rt.offline_llm or bool(offline_calls)
+            rt.offline_by_benchmark.setdefault(base_benchmark(r.benchmark), []).append((t["offline_s"], off))
+            docs = int(r.phases.get("index", {}).get("items", 0) or 0)
+            if docs > 0:
+                rt.docs += docs
+                rt.docs_offline_s += t["offline_s"]
+                rt.docs_offline = rt.docs_offline + off
+    return out
+
+
+@dataclass
+class Counts:
+    queries: int | None
+    documents: int | None
+    source: str  # "store", "registry", or why the counts are missing
+
+
+def benchmark_counts(name: str, infos: Sequence[BenchmarkInfo], records: Sequence[ResultRecord] = (),
+                     fallback: Callable[[str], Mapping[str, Any] | None] | None = None) -> Counts:
+    """The query count (``judged_queries``: the queries a run searches; else ``queries``) and corpus
+    size of benchmark ``name`` from the store's :class:`BenchmarkInfo` (the version of its latest
+    result when several are stored), else from ``fallback(name)`` (stats of the benchmark loaded
+    from disk), else unknown."""
+    cands = [i for i in infos if i.name == name]
+    if cands:
+        latest = max((r for r in records if r.benchmark == name), key=lambda r: r.created_at or "", default=None)
+        chosen = next((i for i in cands if latest is not None and i.version == latest.benchmark_version), cands[-1])
+        stats: Mapping[str, Any] | None = chosen.stats
+        source = "store"
+    else:
+        stats = fallback(name) if fallback is not None else None
+        source = "registry"
+    if stats is None:
+        where = getattr(fallback, "where", None)
+        return Counts(None, None, "not in the results store" + (f" and not on disk in {where}" if where else
+                                                                 " and not loadable" if fallback else ""))
+    q = stats.get("judged_queries", stats.get("queries"))
+    d = stats.get("documents")
+    if q is None:
+        return Counts(None, None, f"no query count in its {source} statistics")
+    return Counts(int(q), None if d is None else int(d), source)
+
+
+def registry_stats(data_dir: Path) -> Callable[[str], Mapping[str, Any] | None]:
+    """A :func:`benchmark_counts` fallback: the stats of a benchmark loaded through the registry
+    from ``data_dir`` when all its files are there (never fetched); ``None`` on any failure."""
+    from .data import missing_files
+    from .registry import get_benchmark_loader
+
+    def stats(name: str) -> Mapping[str, Any] | None:
+        try:
+            loader, bname = get_benchmark_loader(name)
+            check = getattr(loader, "missing_files", None)
+            missing = check(bname, data_dir) if callable(check) else missing_files(data_dir, loader.info(bname).files)
+            if missing:
+                return None
+            return dict(loader.load(bname, data_dir, online=False).stats())
+        except Exception:  # noqa: BLE001 - an estimate is optional; any failure means "unknown"
+            return None
+
+    stats.where = str(data_dir)  # type: ignore[attr-defined]
+    return stats
+
+
+@dataclass
+class Projection:
+    targets: list[str]
+    rates: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    totals: list[dict[str, Any]]
+    not_projected: list[dict[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"benchmarks": self.targets, "rates": self.rates, "rows": self.rows, "totals": self.totals,
+                "not_projected": self.not_projected}
+
+
+def _cost_fields(c: Cost, unknown_offline: bool = False) -> dict[str, Any]:
+    return {"llm_calls": round(c.calls, 2), "prompt_tokens": round(c.prompt, 1), "completion_tokens": round(c.completion, 1),
+            "tokens_k": round((c.prompt + c.completion) / 1000, 3),
+            "usd": None if unknown_offline or c.unknown_calls else round(c.usd_known, 8),
+            "usd_known": round(c.usd_known, 8), "usd_unknown_calls": round(c.unknown_calls, 2),
+            "unpriced_models": ";".join(sorted(c.unpriced))}
+
+
+def project(records: Sequence[ResultRecord], targets: Sequence[str], infos: Sequence[BenchmarkInfo],
+            prices: Mapping[str, Price], fallback: Callable[[str], Mapping[str, Any] | None] | None = None) -> Projection:
+    """For each retriever with a measured search phase and each target benchmark whose query count is
+    known: online seconds and LLM usage = per-query rates × queries; offline seconds (and offline LLM
+    usage) = the mean over the retriever's results on that benchmark (or a query slice of it), else
+    the per-document rate × corpus size, else unmeasured (``None``). ``usd`` prices every recorded
+    call at ``prices`` (the cost without the cache); ``None`` when a model has no price, or when the
+    retriever made offline LLM calls and the offline part is unmeasured. Per retriever, ``totals``
+    sums its projected benchmarks (``None`` where a part is unknown; ``*_known`` keep the rest)."""
+    rates = measure(records, prices)
+    if not any(rt.queries for rt in rates.values()):  # nothing to scale: do not count (or load) anything
+        return Projection(list(targets), [rt.row() for _, rt in sorted(rates.items())], [], [],
+                          [{"benchmark": b, "reason": "no selected result has a measured search phase"} for b in targets])
+    counts = {b: benchmark_counts(b, infos, records, fallback) for b in targets}
+    not_projected = [{"benchmark": b, "reason": c.source} for b, c in counts.items() if c.queries is None]
+    rows: list[dict[str, Any]] = []
+    totals: list[dict[str, Any]] = []
+    for label, rt in sorted(rates.items()):
+        if not rt.queries:
+            not_projected.append({"retriever": label, "reason": "no measured search phase in the selected results"})
+            continue
+        mine: list[dict[str, Any]] = []
+        tot_cost, tot_on, tot_off, off_known_s, unknown_off = Cost(), 0.0, 0.0, True, False
+        for b in targets:
+            c = counts[b]
+            if c.queries is None:
+                continue
+            f = c.queries / rt.queries
+            online_s, cost = rt.online_s * f, rt.online.scaled(f)
+            measured = rt.offline_by_benchmark.get(base_benchmark(b))
+            off_s: float | None
+            off_cost: Cost | None
+            if measured:
+                off_s = sum(s for s, _ in measured) / len(measured)
+                off_cost = sum((x for _, x in measured), Cost()).scaled(1 / len(measured))
+                basis = f"measured on {base_benchmark(b)} ({len(measured)} result{'s' if len(measured) > 1 else ''})"
+            elif rt.docs and c.documents is not None:
+                per_doc = rt.docs_offline_s / rt.docs
+                off_s, off_cost = per_doc * c.documents, rt.docs_offline.scaled(c.documents / rt.docs)
+                basis = f"{per_doc:.3g} s/document × {c.documents:,} documents"
+            else:
+                off_s, off_cost = None, None
+                why = ("corpus size unknown" if rt.docs else "no indexed corpus size recorded"
+                       if rt.offline_by_benchmark else "no offline phase measured")
+                basis = f"unmeasured ({why})"
+            unknown_llm = off_cost is None and rt.offline_llm
+            total_cost = cost + (off_cost or Cost())
+            row = {"retriever": label, "benchmark": b, "queries": c.queries, "documents": c.documents,
+                   "counts_from": c.source, "online_s": round(online_s, 4), "offline_s": _r(off_s, 4),
+                   "total_s": None if off_s is None else round(online_s + off_s, 4), "offline_basis": basis,
+                   **_cost_fields(total_cost, unknown_llm)}
+            mine.append(row)
+            tot_cost = tot_cost + total_cost
+            tot_on += online_s
+            if off_s is None:
+                off_known_s = False
+            else:
+                tot_off += off_s
+            unknown_off = unknown_off or unknown_llm
+        if not mine:
+            continue
+        rows += mine
+        n_targets = len(targets)
+        totals.append({"retriever": label, "benchmark": f"total ({len(mine)} of {n_targets})", "queries": sum(r["queries"] for r in mine),
+                       "documents": None if any(r["documents"] is None for r in mine) else sum(r["documents"] for r in mine),
+                       "counts_from": "", "online_s": round(tot_on, 4), "offline_s": round(tot_off, 4) if off_known_s else None,
+                       "offline_s_known": round(tot_off, 4),
+                       "total_s": round(tot_on + tot_off, 4) if off_known_s else None,
+                       "offline_basis": "" if off_known_s else "some benchmarks unmeasured",
+                       **_cost_fields(tot_cost, unknown_off)})
+    return Projection(list(targets), [rt.row() for _, rt in sorted(rates.items())], rows, totals, not_projected)
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+def dollars(v: float) -> str:
+    return f"${v:.4f}" if v == 0 or v >= 0.0001 else f"${v:.6f}"
+
+
+def usd_text(row: Mapping[str, Any]) -> str:
+    """``$0.0123``; ``≥ $0.0123`` when some calls have no price; ``unknown`` when none has one."""
+    if row.get("usd") is not None:
+        return dollars(row["usd"])
+    known = row.get("usd_known")
+    return f"≥ {dollars(known)}" if known else "unknown"
+
+
+def _num(v: Any, nd: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+_FULL = [("offline_s", "offline s"), ("online_s", "online s"), ("qps", "q/s"), ("llm_calls", "calls"),
+         ("cache_hits", "cache hits"), ("billed_calls", "billed"), ("billed_prompt_tokens", "billed in tok"),
+         ("billed_completion_tokens", "billed out tok"), ("cached_tokens", "cached tok"), ("usd", "$ new")]
+_MODEL = [("results", "results"), ("llm_calls", "calls"), ("cache_hits", "cache hits"), ("billed_calls", "billed"),
+          ("billed_prompt_tokens", "billed in tok"), ("billed_completion_tokens", "billed out tok"),
+          ("cached_tokens", "cached tok"), ("latency_s", "latency s"), ("usd", "$ new")]
+CAPTION = ("calls = cache hits + billed; billed in/out tok: prompt/completion tokens of billed calls; cached tok: "
+           "tokens answered from the cache; $ new: spend of billed calls (≥: some models have no price)")
+
+
+def _cell(row: Mapping[str, Any], key: str) -> str:
+    if key == "usd":
+        return usd_text(row)
+    if key == "cached_tokens":
+        return _num(row["cached_prompt_tokens"] + row["cached_completion_tokens"])
+    return _num(row[key])
+
+
+def audit_table(audit: Audit, title: str) -> Table:
+    """The grouped audit as a table: a subtotal row per retriever with two or more benchmarks
+    (``--by pair``) and a total row."""
+    labels = {"pair": ["retriever", "benchmark"], "retriever": ["retriever"], "benchmark": ["benchmark"],
+              "model": ["model"]}[audit.by]
+    cols = _MODEL if audit.by == "model" else [("results", "results"), *_FULL]
+    t = Table(title=title, title_justify="left", caption=CAPTION, caption_justify="left")
+    for lab in labels:
+        t.add_column(lab)
+    for _, head in cols:
+        t.add_column(head, justify="right")
+
+    def label_cells(row: Mapping[str, Any], kind: str) -> list[str]:
+        if kind == "total":
+            return ["total"] + [""] * (len(labels) - 1)
+        if kind == "subtotal":
+            return [row["retriever"], "all benchmarks"]
+        return [str(row[lab]) for lab in labels]
+
+    for i, row in enumerate(audit.rows):
+        last_of_retriever = audit.by == "pair" and (i + 1 == len(audit.rows) or
+                                                    audit.rows[i + 1]["retriever"] != row["retriever"])
+        sub = audit.subtotals.get(row["retriever"]) if last_of_retriever else None
+        t.add_row(*label_cells(row, "row"), *[_cell(row, k) for k, _ in cols],
+                  end_section=last_of_retriever and sub is None)
+        if sub is not None:
+            t.add_row(*label_cells(sub, "subtotal"), *[_cell(sub, k) for k, _ in cols], style="italic", end_section=True)
+    if audit.total is not None:
+        if audit.by != "pair":
+            t.add_section()
+        t.add_row(*label_cells(audit.total, "total"), *[_cell(audit.total, k) for k, _ in cols], style="bold")
+    return t
+
+
+def paper_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c, head in (("setting", "setting"), ("method", "method"), ("time_s", "time (s)"), ("usd", "cost ($)"),
+                    ("tokens_k", "tokens (K)")):
+        t.add_column(head, justify="left" if c in ("setting", "method") else "right")
+    for r in rows:
+        t.add_row(r["setting"], r["method"], _num(r["time_s"]), usd_text(r), _num(r["tokens_k"]))
+    return t
+
+
+def rates_table(p: Projection) -> Table:
+    t = Table(title="measured per-query rates (LLM calls priced at current prices, cache hits included)",
+              title_justify="left")
+    for head in ("retriever", "queries", "s/query", "calls/query", "tokens/query", "$/query", "offline s/doc",
+                 "measured on"):
+        t.add_column(head, justify="left" if head in ("retriever", "measured on") else "right")
+    for r in p.rates:
+        usd = "–" if r["usd_known_per_query"] is None else (
+            dollars(r["usd_per_query"]) if r["usd_per_query"] is not None else
+            (f"≥ {dollars(r['usd_known_per_query'])}" if r["usd_known_per_query"] else "unknown"))
+        t.add_row(r["retriever"], _num(r["queries"]), _num(r["online_s_per_query"], 4), _num(r["llm_calls_per_query"]),
+                  _num(r["tokens_per_query"], 1), usd, _num(r["offline_s_per_document"], 6),
+                  ", ".join(f"{b} ({n:,})" for b, n in r["measured_on"].items()) or "–")
+    return t
+
+
+def projection_table(p: Projection, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for head in ("retriever", "benchmark", "queries", "documents", "online s", "offline s", "total s", "LLM calls",
+                 "tokens K", "$ (no cache)", "offline from"):
+        t.add_column(head, justify="left" if head in ("retriever", "benchmark", "offline from") else "right")
+
+    def secs(v: float | None, known: float | None = None, unmeasured: str = "unmeasured") -> str:
+        if v is not None:
+            return _num(v)
+        return f"≥ {known:,.2f}" if known else unmeasured
+
+    by_retriever = {r["retriever"]: r for r in p.totals}
+    for i, r in enumerate(p.rows):
+        t.add_row(r["retriever"], r["benchmark"], _num(r["queries"]), _num(r["documents"]), _num(r["online_s"]),
+                  secs(r["offline_s"]), secs(r["total_s"], None, "unknown"), _num(r["llm_calls"], 1),
+                  _num(r["tokens_k"], 1), usd_text(r), r["offline_basis"])
+        last = i + 1 == len(p.rows) or p.rows[i + 1]["retriever"] != r["retriever"]
+        if last:
+            s = by_retriever[r["retriever"]]
+            t.add_row(s["retriever"], s["benchmark"], _num(s["queries"]), _num(s["documents"]), _num(s["online_s"]),
+                      secs(s["offline_s"], s["offline_s_known"]),
+                      secs(s["total_s"], s["online_s"] + s["offline_s_known"], "unknown"), _num(s["llm_calls"], 1),
+                      _num(s["tokens_k"], 1), usd_text(s), s["offline_basis"], style="bold", end_section=True)
+    return t
+
+
+def projection_notes(p: Projection) -> list[str]:
+    """Which measurements each estimate comes from, and what could not be projected."""
+    notes = []
+    for r in p.rates:
+        if not r["queries"]:
+            continue
+        parts = [f"{r['retriever']}: per-query rates from {r['queries']:,} queries "
+                 f"({', '.join(f'{b}: {n:,}' for b, n in r['measured_on'].items())})"]
+        if r["offline_measured_on"]:
+            parts.append("offline seconds measured on " + ", ".join(
+                f"{b} ({n} result{'s' if n > 1 else ''})" for b, n in r["offline_measured_on"].items()))
+        else:
+            parts.append("no offline seconds measured")
+        if r["documents_measured"]:
+            parts.append(f"per-document offline rate from {r['documents_measured']:,} indexed documents")
+        notes.append("; ".join(parts))
+        if r["unpriced_models"]:
+            notes.append(f"{r['retriever']}: no price for model(s) {r['unpriced_models'].replace(';', ', ')}: "
+                         "its $ is unknown (add the model to a prices file: --prices)")
+    for source, how in (("store", "the results store"), ("registry", "the benchmark files on disk")):
+        names = list(dict.fromkeys(r["benchmark"] for r in p.rows if r["counts_from"] == source))
+        if names:
+            notes.append(f"query and document counts from {how}: {', '.join(names)}")
+    for x in p.not_projected:
+        what = f"benchmark {x['benchmark']}" if "benchmark" in x else f"retriever {x['retriever']}"
+        notes.append(f"not projected: {what}: {x['reason']}")
+    return notes
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None) -> str:
+    """Rows as CSV; ``None`` is an empty cell."""
+    buf = io.StringIO()
+    names = list(fields or (rows[0].keys() if rows else ["retriever"]))
+    w = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows([{k: ("" if r.get(k) is None else r.get(k)) for k in names} for r in rows])
+    return buf.getvalue()
+
+
+def projection_csv(p: Projection) -> str:
+    fields = ["kind", "retriever", "benchmark", "queries", "documents", "counts_from", "online_s", "offline_s",
+              "offline_s_known", "total_s", "offline_basis", "llm_calls", "prompt_tokens", "completion_tokens",
+              "tokens_k", "usd", "usd_known", "usd_unknown_calls", "unpriced_models"]
+    rows = [{"kind": "benchmark", **r} for r in p.rows] + [{"kind": "total", **r} for r in p.totals]
+    return to_csv(rows, fields)
