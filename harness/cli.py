@@ -23,7 +23,6 @@ from rich.text import Text
 
 from . import __version__
 from .data import MissingDataError, default_data_dir, default_home, missing_files
-from .ledger import call_totals, phase_totals
 from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder, get_trainer,
                        load_benchmark, trainer_names,
                        get_suite, make_spec, retriever_names, suites)
@@ -151,23 +150,7 @@ def run(
     benches = list(benchmark or [])
     names = list(retrievers or [])
     if suite:
-        try:
-            s = get_suite(suite)
-        except RegistryError as e:
-            fail(str(e))
-        root = default_data_dir(data_dir)
-        absent: list[str] = []
-        for b in s["benchmarks"]:
-            if b in benches:
-                continue
-            if not online and _missing_on_disk(b, root):
-                absent.append(b)
-                continue
-            benches.append(b)
-        if absent:
-            console.print(f"suite {suite!r}: skipping {len(absent)} benchmark(s) not on disk in {root}: "
-                          f"{', '.join(absent)} (see `beyondsim data status`; --online fetches those with an online source)",
-                          highlight=False, soft_wrap=True)
+        s = _add_suite_benchmarks(suite, benches, data_dir, online)
         if not names:
             names = list(s.get("retrievers", []))
     if not benches:
@@ -190,20 +173,190 @@ def run(
     settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
                         extra_measures=tuple(measure or ()), llm=llm_settings,
                         max_queries=max_queries)
+    outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list)
+    with store:
+        if leaderboard_dir is not None:
+            _render(store, leaderboard_dir)
+    if budget_stop:
+        raise typer.Exit(3)
+
+
+def _add_suite_benchmarks(suite: str, benches: list[str], data_dir: Optional[Path], online: bool) -> dict[str, Any]:
+    """Append the benchmarks of ``suite`` to ``benches`` (those absent on disk are skipped with a
+    note unless ``online``); return the suite."""
+    try:
+        s = get_suite(suite)
+    except RegistryError as e:
+        fail(str(e))
+    root = default_data_dir(data_dir)
+    absent: list[str] = []
+    for b in s["benchmarks"]:
+        if b in benches:
+            continue
+        if not online and _missing_on_disk(b, root):
+            absent.append(b)
+            continue
+        benches.append(b)
+    if absent:
+        console.print(f"suite {suite!r}: skipping {len(absent)} benchmark(s) not on disk in {root}: "
+                      f"{', '.join(absent)} (see `beyondsim data status`; --online fetches those with an online source)",
+                      highlight=False, soft_wrap=True)
+    return s
+
+
+def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: list[int]) -> tuple[list, Store, Optional[str]]:
+    """Run every spec on every benchmark and seed into the results store (existing keys are
+    skipped unless ``settings.force``), print a table per benchmark, and return the outcomes, the
+    open store and why the LLM budget stopped the run (``None`` when it did not)."""
     store = Store(settings.home / "results.sqlite")
     with RichProgress(console) as progress:
         runner = Runner(settings, store, progress, log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
         try:
-            outcomes = runner.run(specs, benches, seed_list)
+            outcomes = runner.run(specs, benches, seeds)
         except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
+            store.close()
             fail(str(e))
         finally:
             runner.close()
     _print_outcomes(outcomes)
     console.print(f"results store: {store.path}", highlight=False, soft_wrap=True)
-    if leaderboard_dir is not None:
-        _render(store, leaderboard_dir)
-    if runner.budget_stop:
+    return outcomes, store, runner.budget_stop
+
+
+# The seeds a submission is scored with: a retriever that trains (``fit``) or builds an artifact
+# (``prepare``) is averaged over three; a deterministic one needs one. ``--seeds N`` overrides.
+SUBMIT_SEEDS_TRAINABLE: tuple[int, ...] = (0, 1, 2)
+SUBMIT_SEEDS_DETERMINISTIC: tuple[int, ...] = (0,)
+SUBMIT_DEFAULT_SUITE = "constraint"
+
+
+def submit_seeds(cls: type) -> tuple[int, ...]:
+    trainable = any(callable(getattr(cls, m, None)) for m in ("fit", "prepare"))
+    return SUBMIT_SEEDS_TRAINABLE if trainable else SUBMIT_SEEDS_DETERMINISTIC
+
+
+def _submission_params(cfg: dict[str, Any], path: Optional[Path], names: tuple[str, ...],
+                       items: list[str]) -> dict[str, Any]:
+    """A submission's parameters: from the TOML (a ``[params]`` table; else run's
+    ``[retrievers.NAME]`` table for the spec or label, or the only one; else its top-level keys,
+    ``[llm]`` aside), then ``-p KEY=VALUE`` (or ``-p NAME.KEY=VALUE``) on top."""
+    if "params" in cfg:
+        table = cfg["params"]
+    elif "retrievers" in cfg:
+        tables = cfg["retrievers"] if isinstance(cfg["retrievers"], dict) else {}
+        chosen = [n for n in names if n in tables]
+        if chosen:
+            table = tables[chosen[0]]
+        elif len(tables) == 1:
+            table = next(iter(tables.values()))
+        else:
+            fail(f"{path}: [retrievers] has no table for {' or '.join(repr(n) for n in names)}")
+    else:
+        table = {k: v for k, v in cfg.items() if k != "llm"}
+    if not isinstance(table, dict):
+        fail(f"{path}: the parameters must be a TOML table")
+    params = dict(table)
+    if "retriever" in params and params.pop("retriever") not in names:
+        fail(f"{path}: names another retriever; submit takes the retriever as its argument")
+    try:
+        given = _key_values(items, strip_values=False)
+    except ValueError as e:
+        fail(str(e))
+    for k, v in given.items():
+        prefix, dot, key = k.partition(".")
+        params[key if dot and prefix in names else k] = v
+    return params
+
+
+def _check_submission(name: str, params: dict[str, Any], label: str) -> tuple[Any, Any, list[str]]:
+    """``(class, spec, problems)``: everything that keeps ``name`` from running as a retriever with
+    ``params``, found without loading a benchmark or a model: the protocol members and their
+    arities, the parameter class, the parameters, and instantiating the class with them."""
+    from .protocols import missing_protocol_members
+    from .registry import get_retriever_class, instantiate, params_class
+
+    try:
+        cls = get_retriever_class(name)
+    except RegistryError as e:
+        return None, None, [str(e)]
+    problems = list(missing_protocol_members(cls))
+    pcls = params_class(cls)
+    spec = None
+    if not (isinstance(pcls, type) and dataclasses.is_dataclass(pcls)):
+        problems.append(f"Params: {pcls!r} is not a dataclass; declare the parameters as a frozen dataclass "
+                        "(`Params = MyParams` on the class, or `@register(name, params=MyParams)`)")
+    else:
+        try:
+            spec = make_spec(name, params, label=label if label != name else "")
+        except (RegistryError, ValueError) as e:
+            problems.append(str(e))
+    if spec is not None:
+        try:
+            instantiate(spec)
+        except Exception as e:  # noqa: BLE001 - any failure of the user's constructor is reported
+            problems.append(f"cannot instantiate {cls.__qualname__} with {dict(spec.params)!r}: "
+                            f"{type(e).__name__}: {e}")
+    return cls, (spec if not problems else None), problems
+
+
+@app.command()
+def submit(
+    retriever: str = typer.Argument(..., metavar="SPEC", help="A registered retriever name (entry point group "
+                                    "beyondsim.retrievers, e.g. from your package) or module:Class."),
+    suite: Optional[str] = typer.Option(None, "--suite", "-s", help=f"Suite to run (default {SUBMIT_DEFAULT_SUITE} "
+                                        "when no --benchmark is given); benchmarks absent on disk are skipped."),
+    benchmark: list[str] = typer.Option(None, "--benchmark", "-b", help="Benchmark id or BEIR folder (repeatable), "
+                                        "instead of or beside --suite."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML of parameters: a 'params' table, "
+                                          "run's 'retrievers.NAME' table, or top-level keys; an 'llm' table as in run."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE parameter (repeatable)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Run seeds 0..N-1 (default: 3 for retrievers with "
+                                        "fit or prepare, else 1)."),
+    label: Optional[str] = typer.Option(None, "--label", help="Name shown on the leaderboard (default: SPEC)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Site directory (default $BEYONDSIM_HOME/site)."),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="Score only the first N judged queries "
+                                              "(a smoke test; stored as '<benchmark>[:N]', apart from full runs)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory (else BEYONDSIM_DATA, else ../shared/data)."),
+    online: bool = typer.Option(False, "--online", help="Allow loaders to fetch missing data from the official source."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
+    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME", help="Store and caches (default ~/.beyondsim)."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible server, for a retriever that calls an LLM."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name on that server."),
+    max_usd: Optional[float] = typer.Option(None, "--max-usd", help="Stop before the LLM request that could pass this spend."),
+) -> None:
+    """Check a retriever against the protocol, run it on a suite with the standard seeds, store the
+    results (existing ones are kept, so a rerun resumes) and regenerate the leaderboard site.
+    Exit code 2: the retriever cannot run (every problem is listed; nothing is loaded or stored)."""
+    cfg = _load_config(config)
+    shown = label or retriever
+    params = _submission_params(cfg, config, (retriever, shown), list(param or []))
+    cls, spec, problems = _check_submission(retriever, params, shown)
+    if problems:
+        path = f"{cls.__module__}:{cls.__qualname__}" if cls is not None else retriever
+        where = f" ({path})" if path != retriever else ""
+        fail(f"retriever {retriever!r}{where} cannot be submitted:\n" + "\n".join(f"  - {p}" for p in problems))
+    if seeds is not None and seeds < 1:
+        fail("--seeds must be at least 1")
+    seed_list = list(range(seeds)) if seeds is not None else list(submit_seeds(cls))
+    benches = list(benchmark or [])
+    if suite or not benches:
+        _add_suite_benchmarks(suite or SUBMIT_DEFAULT_SUITE, benches, data_dir, online)
+    if not benches:
+        fail(f"no benchmark of suite {suite or SUBMIT_DEFAULT_SUITE!r} is on disk (see `beyondsim data status`)")
+    llm = _llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd)
+    settings = Settings(home=home_dir(home), data_dir=data_dir, online=online, device=device, llm=llm,
+                        max_queries=max_queries)
+    console.print(f"submitting {spec.display} ({cls.__module__}:{cls.__qualname__}, spec {spec.hash}) on "
+                  f"{len(benches)} benchmark(s) with seed(s) {', '.join(map(str, seed_list))}",
+                  highlight=False, soft_wrap=True)
+    outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list)
+    with store:
+        index = _render(store, out_dir if out_dir is not None else settings.home / "site")
+    done = sum(o.status == "done" for o in outcomes)
+    kept = sum(o.status == "skipped" for o in outcomes)
+    out.print(f"submitted {spec.display}: {done} new result(s), {kept} already stored; site: {index.resolve()}",
+              highlight=False, soft_wrap=True)
+    if budget_stop:
         raise typer.Exit(3)
 
 
@@ -477,83 +630,114 @@ def build_diagnostics(
                   "(beyondsim run bm25 --benchmark <folder>)", highlight=False)
 
 
-def _audit_rows(store: Store, by: str) -> list[dict[str, Any]]:
-    groups: dict[tuple, dict[str, Any]] = {}
-    for r in store.results():
-        key = {"retriever": (r.label,), "benchmark": (r.benchmark,)}.get(by, (r.label, r.benchmark))
-        g = groups.setdefault(key, {"retriever": r.label if by != "benchmark" else "*",
-                                    "benchmark": r.benchmark if by != "retriever" else "*",
-                                    "results": 0, "queries": 0, "offline_s": 0.0, "online_s": 0.0,
-                                    "cpu_s": 0.0, "llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0,
-                                    "completion_tokens": 0, "usd": 0.0})
-        t, c = phase_totals(r.phases), call_totals(r.llm_calls)
-        g["results"] += 1
-        g["queries"] += t["online_items"]
-        for f in ("offline_s", "online_s", "cpu_s"):
-            g[f] += t[f] or 0.0
-        g["llm_calls"] += c["calls"]
-        for f in ("cache_hits", "prompt_tokens", "completion_tokens"):
-            g[f] += c[f]
-        g["usd"] = None if g["usd"] is None or c["usd"] is None else g["usd"] + c["usd"]
-    rows = []
-    for g in groups.values():
-        g["qps"] = g["queries"] / g["online_s"] if g["online_s"] > 0 else None
-        g["total_s"] = g["offline_s"] + g["online_s"]
-        g["tokens_k"] = (g["prompt_tokens"] + g["completion_tokens"]) / 1000
-        g["usd"] = None if g["usd"] is None else round(g["usd"], 6)
-        rows.append(g)
-    return sorted(rows, key=lambda x: (x["retriever"], x["benchmark"]))
-
-
 @app.command()
 def audit(
-    by: str = typer.Option("pair", "--by", help="Group by retriever, benchmark, or pair (retriever × benchmark)."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv."),
+    by: Optional[str] = typer.Option(None, "--by", help="pair (retriever × benchmark; the default), retriever, "
+                                     "benchmark, or model: LLM usage per model name across results, without time "
+                                     "columns (a result's time is not split between the models it called); "
+                                     "latency s is the summed latency of that model's billed requests."),
+    retriever: Optional[str] = typer.Option(None, "--retriever", "-r", help="Only this retriever (id or label)."),
+    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Only this benchmark (name as stored)."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only results created at or after this: an ISO date or "
+                                        "datetime (UTC unless it has an offset) or an age such as 12h, 7d, 2w."),
+    project: Optional[str] = typer.Option(None, "--project", help="Estimate a suite (constraint, completeness, all, …) "
+                                          "or comma-separated benchmarks per retriever: the selected results' "
+                                          "per-query rates × each benchmark's queries, plus offline seconds measured "
+                                          "on it or per document × its corpus size. $ prices every recorded call, "
+                                          "cache hits included, at current prices; unknown stays unknown."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv (json/csv: one row per group, "
+                            "without the table's total rows; usd is null when unknown, usd_known the priced part)."),
     view: str = typer.Option("full", "--view", help="full, or paper: CoDeR Table 7's columns (setting, method, "
                              "time s = offline + online, cost $, tokens K)."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="Extra prices TOML for --project, on top of "
+                                          "harness/prices.toml."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="For --project: where to count the queries and "
+                                            "documents of a benchmark the store has no record of (else BEYONDSIM_DATA, "
+                                            "else ../shared/data)."),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Efficiency and API cost per retriever × benchmark: offline/online seconds, LLM calls, cache hits,
-    prompt/completion tokens and $ (new spend; cache hits cost $0; "unknown" when a model has no price)."""
-    if by not in ("pair", "retriever", "benchmark"):
-        fail("--by must be retriever, benchmark or pair")
+    """Efficiency and API cost of stored results: offline/online seconds, LLM calls split into cache
+    hits and billed calls, their tokens, and $ of new spend (a cache hit costs $0; a model without a
+    price is "unknown", never $0, and a total with an unknown part shows its known part as "≥ $x").
+    The table adds a subtotal per retriever (--by pair) and a total row. --project estimates a suite."""
+    from . import audit as audit_mod
+
+    if fmt not in ("table", "json", "csv"):
+        fail("--format must be table, json or csv")
     if view not in ("full", "paper"):
         fail("--view must be full or paper")
+    try:
+        cutoff = audit_mod.parse_since(since) if since else None
+    except ValueError as e:
+        fail(str(e))
     with open_store(home) as store:
-        rows = _audit_rows(store, by)
-    if view == "paper":
-        rows = [{"setting": r["benchmark"], "method": r["retriever"], "time_s": round(r["total_s"], 2),
-                 "usd": r["usd"], "tokens_k": round(r["tokens_k"], 2)}
-                for r in sorted(rows, key=lambda x: (x["benchmark"], x["retriever"]))]
+        records = audit_mod.select(store.results(benchmark=benchmark, retriever=retriever), cutoff)
+        infos = store.benchmarks()
+    scope = ", ".join(s for s in (f"retriever {retriever}" if retriever else "",
+                                  f"benchmark {benchmark}" if benchmark else "",
+                                  f"since {cutoff.isoformat(timespec='seconds')}" if cutoff else "") if s)
+    if project is not None:
+        if by is not None or view != "full":
+            fail("--project does not combine with --by or --view")
+        _audit_projection(audit_mod, records, infos, project, fmt, prices, data_dir, scope)
+        return
+    try:
+        grouped = audit_mod.group(records, by or "pair")
+        rows = audit_mod.paper_rows(grouped) if view == "paper" else grouped.rows
+    except ValueError as e:
+        fail(str(e))
     if fmt == "json":
-        out.print_json(json.dumps(rows))
+        sys.stdout.write(audit_mod.to_json(rows))
     elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["retriever"])
-        w.writeheader()
-        w.writerows(rows)
-        sys.stdout.write(buf.getvalue())
-    elif fmt == "table":
-        t = Table(title="cost and time audit")
-        cols = (["setting", "method", "time_s", "usd", "tokens_k"] if view == "paper" else
-                ["retriever", "benchmark", "results", "offline_s", "online_s", "qps", "cpu_s", "llm_calls",
-                 "cache_hits", "prompt_tokens", "completion_tokens", "usd"])
-        for c in cols:
-            t.add_column(c, justify="left" if c in ("retriever", "benchmark", "setting", "method") else "right")
-        for r in rows:
-            cells = []
-            for c in cols:
-                v = r[c]
-                if c == "usd":
-                    cells.append("unknown" if v is None else f"${v:.4f}")
-                elif isinstance(v, float):
-                    cells.append(f"{v:.2f}")
-                else:
-                    cells.append("–" if v is None else str(v))
-            t.add_row(*cells)
-        out.print(t)
+        sys.stdout.write(audit_mod.to_csv(rows))
     else:
-        fail("--format must be table, json or csv")
+        title = "cost and time audit" + (f" ({scope})" if scope else "")
+        out.print(audit_mod.paper_table(rows, title) if view == "paper" else audit_mod.audit_table(grouped, title))
+    unpriced = sorted({m for r in grouped.rows for m in r["unpriced_models"].split(";") if m})
+    if unpriced:
+        console.print(f"no price was known for model(s) {', '.join(unpriced)} when they ran: their spend is unknown "
+                      "(add them to a prices file for future runs: --prices)", highlight=False, soft_wrap=True)
+
+
+def _audit_projection(audit_mod: Any, records: list, infos: list, target: str, fmt: str, prices: Optional[Path],
+                      data_dir: Optional[Path], scope: str) -> None:
+    from .llm import LLMError, load_prices
+
+    try:
+        known_suites = suites()
+    except RegistryError as e:
+        fail(str(e))
+    if target in known_suites:
+        benches = list(known_suites[target]["benchmarks"])
+    else:
+        benches = [b.strip() for b in target.split(",") if b.strip()]
+        if len(benches) == 1 and "," not in target and benches[0] not in {i.name for i in infos}:
+            try:
+                get_benchmark_loader(benches[0])
+            except RegistryError:
+                fail(f"--project {target!r} is neither a suite ({', '.join(sorted(known_suites))}) nor a benchmark")
+    if not benches:
+        fail("--project needs a suite or benchmark names")
+    try:
+        price_table = load_prices(prices)
+    except LLMError as e:
+        fail(str(e))
+    proj = audit_mod.project(records, benches, infos, price_table,
+                             fallback=audit_mod.registry_stats(default_data_dir(data_dir)))
+    notes = audit_mod.projection_notes(proj)
+    if fmt == "json":
+        sys.stdout.write(audit_mod.to_json({"target": target, **proj.to_dict(), "notes": notes}))
+        return
+    if fmt == "csv":
+        sys.stdout.write(audit_mod.projection_csv(proj))
+        for n in notes:
+            console.print(n, highlight=False, markup=False, soft_wrap=True)
+        return
+    out.print(audit_mod.rates_table(proj))
+    title = f"projection: {target} ({len(benches)} benchmark{'s' if len(benches) != 1 else ''})"
+    out.print(audit_mod.projection_table(proj, title + (f" — measurements: {scope}" if scope else "")))
+    for n in notes:
+        out.print(n, highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -761,28 +945,126 @@ def _export_trec(store: Store, out_dir: Path, benchmark: Optional[str], retrieve
 
 @app.command("import")
 def import_cmd(
-    path: Path = typer.Argument(..., help="JSON lines written by `beyondsim export`."),
+    path: str = typer.Argument(..., help="JSON lines written by `beyondsim export` (- reads stdin)."),
+    skip_mismatched: bool = typer.Option(False, "--skip-mismatched", help="Import the results whose benchmark "
+                                         "version checks out and list the others (default: refuse the whole file)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where to load a benchmark this store does not "
+                                            "know yet, to check its version (else BEYONDSIM_DATA, else ../shared/data)."),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Merge results exported elsewhere; refuses results whose benchmark version differs from ours."""
-    added = skipped = 0
-    with open_store(home) as store, open(path, encoding="utf-8") as f:
-        known = {}
-        for b in store.benchmarks():
-            known.setdefault(b.name, set()).add(b.version)
-        try:
-            for rec in store.iter_records_jsonl(f, str(path)):
-                if rec.benchmark in known and rec.benchmark_version not in known[rec.benchmark]:
-                    fail(f"{path}: result {rec.key} was computed on {rec.benchmark} version {rec.benchmark_version}, "
-                         f"but this store has version(s) {', '.join(sorted(known[rec.benchmark]))}; refusing to mix")
+    """Merge results exported elsewhere. Each result's benchmark version must match this store's
+    (or, for a benchmark the store does not know, the local copy's); a mismatch refuses the whole
+    file before anything is written, unless --skip-mismatched. A benchmark that cannot be loaded
+    here is accepted on the line's own benchmark description, with a warning."""
+    from .store import ImportedLine, iter_export
+
+    source = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            items: list[ImportedLine] = list(iter_export(sys.stdin, source))
+        else:
+            with open(path, encoding="utf-8") as f:
+                items = list(iter_export(f, source))
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror or e}")
+    except UnicodeDecodeError as e:
+        fail(f"{source}: not UTF-8 text ({e.reason})")
+    except ValueError as e:
+        fail(str(e))
+    store_path = home_dir(home) / "results.sqlite"
+    known: dict[str, set[str]] = {}
+    have_info: set[tuple[str, str]] = set()
+    if store_path.exists():
+        with Store(store_path) as store:
+            for b in store.benchmarks():
+                known.setdefault(b.name, set()).add(b.version)
+                have_info.add((b.name, b.version))
+    accepted, refused, warnings, local_infos = _verify_imports(items, known, default_data_dir(data_dir))
+    for w in warnings:
+        console.print(Text("warning: ", style="bold yellow") + Text(w), soft_wrap=True)
+    if refused and not skip_mismatched:
+        fail(f"refusing to import {source}: the benchmark version of {len(refused)} of {len(items)} result(s) "
+             "does not check out; nothing was imported (--skip-mismatched imports the others):\n"
+             + "\n".join(f"  - {r}" for r in refused))
+    added = present = 0
+    if accepted:
+        with Store(store_path) as store:
+            for it in accepted:
+                rec = it.record
+                ident = (rec.benchmark, rec.benchmark_version)
+                if ident not in have_info:
+                    info = local_infos.get(ident) or it.benchmark_info
+                    if info is not None and (info.name, info.version) == ident:
+                        store.save_benchmark(info)
+                        have_info.add(ident)
                 if store.has(rec.key):
-                    skipped += 1
+                    present += 1
                     continue
                 store.save(rec)
                 added += 1
-        except ValueError as e:
-            fail(str(e))
-    console.print(f"imported {added} result(s), {skipped} already present", highlight=False)
+    console.print(f"imported {added} result(s), {present} already present", highlight=False)
+    if refused:
+        console.print(f"skipped {len(refused)} mismatched result(s):\n" + "\n".join(f"  - {r}" for r in refused),
+                      highlight=False, soft_wrap=True, markup=False)
+
+
+def _load_for_check(name: str, root: Path) -> Any:
+    """The benchmark ``name`` as it loads here; ``<name>[:N]`` is the slice ``--max-queries N`` makes."""
+    import re
+
+    m = re.fullmatch(r"(.+)\[:(\d+)\]", name)
+    bench = load_benchmark(m.group(1) if m else name, root, False)
+    return bench.head(int(m.group(2))) if m else bench
+
+
+def _verify_imports(items: list, known: dict[str, set[str]], root: Path) -> tuple[list, list[str], list[str], dict]:
+    """Check each imported result's benchmark version against this store's versions of that
+    benchmark, or, when the store does not know it, the version of the local copy. Returns the
+    accepted lines, a message per refused one (file:line, key, benchmark, both versions), warnings
+    for benchmarks accepted unverified, and the descriptions of the local copies that were loaded."""
+    from .data import DataError
+    from .runner import benchmark_info
+
+    versions: dict[str, tuple[set[str] | None, str]] = {}
+    local_infos: dict[tuple[str, str], Any] = {}
+    for name in dict.fromkeys(it.record.benchmark for it in items):
+        if name in known:
+            versions[name] = (known[name], "this store has")
+            continue
+        try:
+            console.print(f"checking the version of {name} against its local copy", highlight=False, soft_wrap=True)
+            bench = _load_for_check(name, root)
+        except (MissingDataError, DataError, RegistryError, LookupError, OSError, ValueError) as e:
+            versions[name] = (None, " ".join(str(e).split())[:300])
+            continue
+        versions[name] = ({bench.version}, "the local copy of the benchmark has")
+        info = benchmark_info(bench)
+        local_infos[(info.name, info.version)] = info
+    accepted, refused, warnings = [], [], []
+    warned: set[tuple[str, str]] = set()
+    for it in items:
+        rec = it.record
+        what = f"{it.where}: result {rec.key} ({rec.label}, seed {rec.seed}) on benchmark {rec.benchmark}"
+        ok, why = versions[rec.benchmark]
+        if ok is None:
+            info = it.benchmark_info
+            if info is None or (info.name, info.version) != (rec.benchmark, rec.benchmark_version):
+                carried = ("no benchmark_info" if info is None else
+                           f"a benchmark_info of {info.name} version {info.version}, not of this result's benchmark")
+                refused.append(f"{what} version {rec.benchmark_version} cannot be verified: the benchmark is not in "
+                               f"this store and cannot be loaded here ({why}), and the line carries {carried}")
+                continue
+            if (rec.benchmark, rec.benchmark_version) not in warned:
+                warned.add((rec.benchmark, rec.benchmark_version))
+                warnings.append(f"benchmark {rec.benchmark} version {rec.benchmark_version} was NOT verified: it is "
+                                f"not in this store and cannot be loaded here ({why}); accepted on the exported "
+                                "benchmark description")
+        elif rec.benchmark_version not in ok:
+            refused.append(f"{what} was computed on version {rec.benchmark_version}, but {why} version(s) "
+                           f"{', '.join(sorted(ok))}; refusing to mix")
+            continue
+        accepted.append(it)
+    return accepted, refused, warnings, local_infos
 
 
 @llm_app.command("serve")

@@ -91,10 +91,56 @@ class Trainable(Protocol):
 #                                     extra["analysis"] (CoDeR's score separation); never changes rankings
 
 
+# (name, parameters after self, required): the calls the runner makes, with their positional arguments
+PROTOCOL_MEMBERS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("index", ("corpus", "ctx"), True),
+    ("search", ("queries", "k", "ctx"), True),
+    ("fit", ("benchmark", "ctx"), False),
+    ("prepare", ("ctx",), False),
+    ("training_data", ("ctx",), False),
+    ("result_extra", (), False),
+    ("analyse", ("benchmark", "ctx"), False),
+)
+
+
+def _arity_problem(cls: type, name: str, params: tuple[str, ...]) -> str | None:
+    """Why ``instance.<name>(*params)`` cannot be called positionally, or ``None`` when it can."""
+    import inspect
+
+    member = getattr(cls, name)
+    try:
+        sig = inspect.signature(member)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return None
+    static = inspect.getattr_static(cls, name, None)
+    bound_later = inspect.isfunction(static)  # a plain function gets the instance as first argument
+    shown = [p for i, p in enumerate(sig.parameters.values()) if not (bound_later and i == 0)]
+    try:
+        sig.bind(*([None] * (len(params) + bound_later)))
+    except TypeError:
+        got = ", ".join(p.name if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) else
+                        ("*" if p.kind == p.VAR_POSITIONAL else "**") + p.name for p in shown)
+        return (f"{name}({', '.join(params)}): cannot be called with {len(params)} positional argument(s); "
+                f"it is defined as {name}({got})")
+    return None
+
+
 def missing_protocol_members(cls: type) -> list[str]:
-    """Names a retriever class lacks, for a clear message before any work starts."""
-    missing = []
-    for name in ("index", "search"):
-        if not callable(getattr(cls, name, None)):
-            missing.append(f"{name}(...)")
-    return missing
+    """Everything that keeps ``cls`` from being run as a retriever, one line each, for a clear
+    message before any work starts: ``index(corpus, ctx)`` and ``search(queries, k, ctx)`` absent,
+    not callable or not callable with those arguments; an optional member (``fit``, ``prepare``,
+    ``training_data``, ``result_extra``, ``analyse``) present but not callable with its arguments."""
+    problems = []
+    for name, params, required in PROTOCOL_MEMBERS:
+        call = f"{name}({', '.join(params)})"
+        if not hasattr(cls, name):
+            if required:
+                problems.append(f"{call}: not defined")
+            continue
+        if not callable(getattr(cls, name)):
+            problems.append(f"{call}: {type(getattr(cls, name)).__name__} attribute, not a method")
+            continue
+        arity = _arity_problem(cls, name, params)
+        if arity:
+            problems.append(arity)
+    return problems

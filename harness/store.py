@@ -4,8 +4,11 @@ A result is keyed by ``(retriever spec hash, benchmark version, seed, depth k, h
 Each result is written in one transaction — a crash leaves the whole result or none of it.
 Tables: ``results`` (spec, benchmark, seed, versions, environment, provenance), ``measures``
 (mean, count, 95% CI), ``query_measures``, ``phases`` (wall/CPU seconds), ``llm_calls``,
-``rankings`` (the stored run, for drill-down and re-evaluation) and ``benchmarks`` (what the
-reports need to know about each benchmark without loading it).
+``rankings`` (the stored run, for drill-down and re-evaluation), ``benchmarks`` (what the
+reports need to know about each benchmark without loading it), ``sweeps``, and the content the
+per-query drill-down shows: ``bench_queries`` (texts and metadata), ``bench_qrels`` (grades and
+violating flags) and ``bench_documents`` (title and a snippet of each document that appears in a
+stored top 10). Tables are created ``IF NOT EXISTS``, so an older store gains them when opened.
 """
 
 from __future__ import annotations
@@ -104,8 +107,33 @@ CREATE TABLE IF NOT EXISTS sweeps (
   created_at TEXT NOT NULL,
   data_json TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS bench_queries (
+  benchmark TEXT NOT NULL,
+  version TEXT NOT NULL,
+  qid TEXT NOT NULL,
+  pos INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  meta_json TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (version, qid)
+);
+CREATE TABLE IF NOT EXISTS bench_qrels (
+  version TEXT NOT NULL,
+  qid TEXT NOT NULL,
+  docid TEXT NOT NULL,
+  grade INTEGER,
+  violating INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (version, qid, docid)
+);
+CREATE TABLE IF NOT EXISTS bench_documents (
+  version TEXT NOT NULL,
+  docid TEXT NOT NULL,
+  title TEXT NOT NULL DEFAULT '',
+  snippet TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (version, docid)
+);
 """
 SCHEMA_VERSION = 1
+SNIPPET_CHARS = 300
 
 
 def result_key(spec_hash: str, benchmark_version: str, seed: int, k: int, harness_version: str) -> str:
@@ -319,6 +347,87 @@ class Store:
             for r in self._conn.execute("SELECT * FROM benchmarks ORDER BY name, version")
         ]
 
+    # -- benchmark content (query texts, judgments, document snippets for the drill-down) ---------
+
+    def has_benchmark_content(self, version: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM bench_queries WHERE version=? LIMIT 1",
+                                  (version,)).fetchone() is not None
+
+    def save_benchmark_content(self, name: str, version: str, queries: Iterable[Any],
+                               qrels: Mapping[str, Mapping[str, int]],
+                               violating: Mapping[str, Iterable[str]] | None = None) -> bool:
+        """Keep a benchmark version's queries (objects with ``id``, ``text``, ``meta``, in order) and
+        judgments: graded relevance plus the violating flag (a violating document without a grade
+        is kept with grade ``NULL``). Written once per version; returns False when already stored."""
+        if self.has_benchmark_content(version):
+            return False
+        rows: dict[tuple[str, str], list[Any]] = {}
+        for q, docs in qrels.items():
+            for d, g in docs.items():
+                rows[(q, d)] = [None if g is None else int(g), 0]
+        for q, docs in (violating or {}).items():
+            for d in docs:
+                rows.setdefault((q, d), [None, 0])[1] = 1
+        with self._conn:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO bench_queries VALUES (?,?,?,?,?,?)",
+                [(name, version, str(q.id), i, str(q.text),
+                  json.dumps(dict(getattr(q, "meta", None) or {}), sort_keys=True, default=str))
+                 for i, q in enumerate(queries)],
+            )
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO bench_qrels VALUES (?,?,?,?,?)",
+                [(version, q, d, g, v) for (q, d), (g, v) in rows.items()],
+            )
+        return True
+
+    def save_documents(self, version: str, docs: Iterable[Any]) -> int:
+        """Keep title and the first :data:`SNIPPET_CHARS` characters of each document (objects with
+        ``id``, ``title``, ``text``, or ``(id, title, text)`` tuples); stored ids are left alone."""
+        rows = []
+        for d in docs:
+            did, title, text = (d.id, d.title, d.text) if hasattr(d, "id") else d
+            text = " ".join(str(text).split())
+            if len(text) > SNIPPET_CHARS:
+                text = text[: SNIPPET_CHARS - 1].rstrip() + "…"
+            rows.append((version, str(did), str(title or "")[:SNIPPET_CHARS], text))
+        with self._conn:
+            cur = self._conn.executemany("INSERT OR IGNORE INTO bench_documents VALUES (?,?,?,?)", rows)
+        return max(cur.rowcount, 0)
+
+    def queries_of(self, version: str) -> list[dict[str, Any]]:
+        """``[{"qid", "text", "meta"}]`` in the benchmark's order; empty when not stored."""
+        return [{"qid": r["qid"], "text": r["text"], "meta": json.loads(r["meta_json"])}
+                for r in self._conn.execute("SELECT qid, text, meta_json FROM bench_queries WHERE version=?"
+                                            " ORDER BY pos", (version,))]
+
+    def qrels_of(self, version: str) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
+        """``(relevance, violating)``: graded judgments ``{qid: {docid: grade}}`` and violating sets."""
+        rel: dict[str, dict[str, int]] = {}
+        viol: dict[str, set[str]] = {}
+        for r in self._conn.execute("SELECT qid, docid, grade, violating FROM bench_qrels WHERE version=?",
+                                    (version,)):
+            if r["grade"] is not None:
+                rel.setdefault(r["qid"], {})[r["docid"]] = int(r["grade"])
+            if r["violating"]:
+                viol.setdefault(r["qid"], set()).add(r["docid"])
+        return rel, viol
+
+    def documents_of(self, version: str, ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+        """``{docid: (title, snippet)}`` for the stored documents among ``ids`` (all when ``None``)."""
+        if ids is None:
+            rows = self._conn.execute("SELECT docid, title, snippet FROM bench_documents WHERE version=?",
+                                      (version,)).fetchall()
+        else:
+            wanted = list(dict.fromkeys(ids))
+            rows = []
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i:i + 500]
+                rows += self._conn.execute(
+                    f"SELECT docid, title, snippet FROM bench_documents WHERE version=? AND docid IN "
+                    f"({','.join('?' * len(chunk))})", (version, *chunk)).fetchall()
+        return {r["docid"]: (r["title"], r["snippet"]) for r in rows}
+
     # -- parameter sweeps (sensitivity heatmaps; not results) -------------------------------------
 
     def save_sweep(self, data: Mapping[str, Any]) -> str:
@@ -364,36 +473,143 @@ class Store:
             n += 1
         return n
 
-    def iter_records_jsonl(self, lines: Iterable[str], source: str = "<input>") -> Iterator[ResultRecord]:
-        for lineno, line in enumerate(lines, 1):
-            if line.strip():
-                yield import_record(line, source, lineno)
+    def iter_records_jsonl(self, lines: Iterable[str], source: str = "<input>") -> Iterator["ImportedLine"]:
+        """The lines of an export (:func:`iter_export`)."""
+        return iter_export(lines, source)
+
+
+def iter_export(lines: Iterable[str], source: str = "<input>") -> Iterator["ImportedLine"]:
+    """Every non-blank line of an export, parsed and checked (:func:`import_line`); a bad line
+    raises ValueError naming ``source:line``."""
+    for lineno, line in enumerate(lines, 1):
+        if line.strip():
+            yield import_line(line, source, lineno)
 
 
 def export_record(rec: ResultRecord) -> dict[str, Any]:
+    """One result as a JSON-able dict of export schema :data:`EXPORT_SCHEMA`: every field of the
+    record (measures, per-query measures, phases, LLM calls, rankings, environment, provenance)."""
     d = dict(rec.__dict__)
     d.pop("id", None)
     d["schema"] = EXPORT_SCHEMA
-    d["measures"] = {m: v.__dict__ for m, v in rec.measures.items()}
+    d["measures"] = {m: dict(v.__dict__) for m, v in rec.measures.items()}
     d["rankings"] = {q: [[doc, s] for doc, s in r] for q, r in rec.rankings.items()}
     return d
 
 
-def import_record(line: str, source: str, lineno: int) -> ResultRecord:
+@dataclass
+class ImportedLine:
+    """One line of an export: the result, the benchmark description it carries (if any) and where
+    it was read from."""
+
+    record: ResultRecord
+    benchmark_info: BenchmarkInfo | None
+    source: str
+    lineno: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.lineno}"
+
+
+_NUMBER = (int, float)
+_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,), "retriever": (str,), "label": (str,), "spec_hash": (str,), "spec": (dict,),
+    "benchmark": (str,), "benchmark_version": (str,), "seed": (int,), "k": (int,), "harness_version": (str,),
+    "n_queries": (int,), "n_missing": (int,), "measures": (dict,), "per_query": (dict,), "phases": (dict,),
+    "llm_calls": (list,), "rankings": (dict,), "environment": (dict,), "provenance": (dict,), "extra": (dict,),
+    "created_at": (str,),
+}
+_REQUIRED = ("key", "retriever", "spec_hash", "benchmark", "benchmark_version", "seed", "k", "harness_version",
+             "measures")
+_BENCHMARK_INFO_FIELDS: dict[str, tuple[type, ...]] = {
+    "name": (str,), "version": (str,), "task": (str,), "default_measures": (list,), "stats": (dict,),
+    "description": (str,), "source": (str,), "license": (str,),
+}
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
+def _check_record(d: dict[str, Any]) -> None:
+    """Raise ValueError naming the first field of an exported record that is absent or malformed."""
+    unknown = sorted(set(d) - set(_RECORD_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    for f in _REQUIRED:
+        if f not in d:
+            raise ValueError(f"missing field {f!r}")
+    for f, types in _RECORD_FIELDS.items():
+        if f in d and not _is(d[f], types):
+            raise ValueError(f"field {f!r} must be {' or '.join(t.__name__ for t in types)}, "
+                             f"got {type(d[f]).__name__}")
+    if not d["key"] or not d["benchmark"] or not d["benchmark_version"]:
+        raise ValueError("key, benchmark and benchmark_version must not be empty")
+    for m, v in d["measures"].items():
+        if not isinstance(v, dict) or not _is(v.get("n"), (int,)) or any(
+                v.get(x) is not None and not _is(v.get(x), _NUMBER) for x in ("mean", "ci_low", "ci_high")) \
+                or set(v) - {"mean", "n", "ci_low", "ci_high"}:
+            raise ValueError(f"measure {m!r}: expected {{mean, n, ci_low, ci_high}} with numbers, got {v!r}")
+    for m, col in d.get("per_query", {}).items():
+        if not isinstance(col, dict) or not all(_is(x, _NUMBER) for x in col.values()):
+            raise ValueError(f"per_query[{m!r}] must map query ids to numbers")
+    for p, v in d.get("phases", {}).items():
+        if not isinstance(v, dict) or not all(_is(x, _NUMBER) for x in v.values()):
+            raise ValueError(f"phases[{p!r}] must map wall_s/cpu_s/items to numbers")
+    for i, c in enumerate(d.get("llm_calls", [])):
+        if not isinstance(c, dict) or any(x not in c for x in ("model", "prompt_tokens", "completion_tokens",
+                                                                  "latency_s", "cached")):
+            raise ValueError(f"llm_calls[{i}] needs model, prompt_tokens, completion_tokens, latency_s and cached")
+    for q, r in d.get("rankings", {}).items():
+        if not isinstance(r, list) or not all(
+                isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and _is(x[1], _NUMBER) for x in r):
+            raise ValueError(f"rankings[{q!r}] must be a list of [docid, score] pairs")
+
+
+def _benchmark_info(d: Any) -> BenchmarkInfo | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("benchmark_info must be an object")
+    missing = [f for f in ("name", "version", "task") if f not in d]
+    unknown = sorted(set(d) - set(_BENCHMARK_INFO_FIELDS))
+    bad = [f for f, t in _BENCHMARK_INFO_FIELDS.items() if f in d and not _is(d[f], t)]
+    if missing or unknown or bad:
+        raise ValueError("malformed benchmark_info: " + "; ".join(
+            x for x in (missing and f"missing {', '.join(missing)}", unknown and f"unknown {', '.join(unknown)}",
+                        bad and f"wrong type of {', '.join(bad)}") if x))
+    return BenchmarkInfo(d["name"], d["version"], d["task"], list(d.get("default_measures", [])),
+                         dict(d.get("stats", {})), d.get("description", ""), d.get("source", ""), d.get("license", ""))
+
+
+def import_line(line: str, source: str, lineno: int) -> ImportedLine:
+    """Parse and check one exported line; ValueError naming ``source:lineno`` when it is not a
+    well-formed result of export schema :data:`EXPORT_SCHEMA`."""
+    where = f"{source}:{lineno}"
     try:
         d = json.loads(line)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{source}:{lineno}: invalid JSON ({e.msg})") from None
+        raise ValueError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected one JSON object per line, got {type(d).__name__}")
     if d.get("schema") != EXPORT_SCHEMA:
-        raise ValueError(f"{source}:{lineno}: unsupported export schema {d.get('schema')!r} (expected {EXPORT_SCHEMA})")
+        raise ValueError(f"{where}: unsupported export schema {d.get('schema')!r} (expected {EXPORT_SCHEMA})")
     d.pop("schema")
-    d.pop("benchmark_info", None)
+    info = d.pop("benchmark_info", None)
     try:
+        _check_record(d)
         d["measures"] = {m: MeasureValue(**v) for m, v in d["measures"].items()}
         d["rankings"] = {q: [(doc, s) for doc, s in r] for q, r in d.get("rankings", {}).items()}
-        return ResultRecord(**d)
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"{source}:{lineno}: malformed result record: {e}") from None
+        rec = ResultRecord(**d)
+        return ImportedLine(rec, _benchmark_info(info), source, lineno)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{where}: malformed result record{' ' + repr(d.get('key')) if isinstance(d.get('key'), str) else ''}: {e}") from None
+
+
+def import_record(line: str, source: str, lineno: int) -> ResultRecord:
+    """The result of one exported line (see :func:`import_line`)."""
+    return import_line(line, source, lineno).record
 
 
 def open_store(home: Path) -> Store:

@@ -87,7 +87,16 @@ def test_run_skip_force_export_audit_leaderboard(dataset: Path, home: Path, tmp_
     audit = invoke("audit", "--format", "json")
     rows = json.loads(audit.stdout)
     assert {r["retriever"] for r in rows} == {"bm25", "dense"}
-    assert all(r["llm_calls"] == 0 and r["usd"] == 0 for r in rows)
+    assert all(r["llm_calls"] == 0 and r["billed_calls"] == 0 and r["usd"] == 0 and r["usd_unknown_calls"] == 0
+               for r in rows)
+    bm25_row = next(r for r in rows if r["retriever"] == "bm25")
+    assert bm25_row["results"] == 3 and bm25_row["queries"] == 9  # 3 bm25 results × 3 judged queries
+    # projecting the measured benchmark onto itself gives back the measured search time
+    proj = json.loads(invoke("audit", "--project", str(dataset), "-r", "bm25", "--format", "json").stdout)
+    [row] = proj["rows"]
+    assert (row["queries"], row["documents"], row["counts_from"]) == (3, 6, "store")
+    assert row["online_s"] == pytest.approx(bm25_row["online_s"] / 3, abs=1e-3)
+    assert row["offline_basis"] == f"measured on {dataset} (3 results)" and row["usd"] == 0
 
     out = tmp_path / "site"
     lb = invoke("leaderboard", "--out", str(out))

@@ -1,4 +1,5 @@
-"""Rendering tests for the leaderboard site (reports/): fabricated store rows, no models."""
+"""Rendering tests for the leaderboard site (reports/): fabricated store rows, no models. The
+benchmark tables live on ``bench/<slug>.html``; see tests/test_site.py for the other pages."""
 
 from __future__ import annotations
 
@@ -88,9 +89,9 @@ def by_id(root: Node, id_: str) -> Node:
     raise AssertionError(f"no element with id {id_!r}")
 
 
-def results_table(root: Node, section_id: str) -> tuple[list[str], list[dict[str, Node]]]:
-    """(measure headers, rows as {column name: td}) of a benchmark section's table."""
-    table = by_id(root, section_id).find("table", "results")
+def results_table(root: Node) -> tuple[list[str], list[dict[str, Node]]]:
+    """(measure headers, rows as {column name: td}) of a benchmark page's results table."""
+    table = by_id(root, "results")
     heads = [th for th in table.find("thead").iter("th")]
     names = [th.attrs.get("data-measure") or th.text().strip() for th in heads]
     rows = []
@@ -112,11 +113,11 @@ def extra(td: Node) -> str:
 
 
 def label(row: dict[str, Node]) -> str:
-    return row["retriever"].text().strip()
+    return row["retriever"].find("a").text().strip()
 
 
 def efficiency_rows(root: Node) -> list[dict[str, str]]:
-    table = by_id(root, "efficiency").find("table", "efficiency")
+    table = by_id(root, "efficiency-results")
     names = [th.text().strip() for th in table.find("thead").iter("th")]
     return [dict(zip(names, (td.text().strip() for td in tr.iter("td"))))
             for tr in table.find("tbody").iter("tr")]
@@ -216,9 +217,18 @@ def store(tmp_path: Path):
 @pytest.fixture()
 def page(store, tmp_path):
     path = render_site(store, tmp_path / "site",
-                       generated_at=dt.datetime(2025, 1, 2, 3, 4, tzinfo=dt.timezone.utc))
+                       generated_at=dt.datetime(2025, 1, 2, 3, 4, tzinfo=dt.timezone.utc), n_resamples=500)
     html = path.read_text(encoding="utf-8")
     return path, html, parse(html)
+
+
+def bench(page, slug: str) -> tuple[str, Node]:
+    html = (page[0].parent / "bench" / f"{slug}.html").read_text(encoding="utf-8")
+    return html, parse(html)
+
+
+def site_pages(page) -> list[Path]:
+    return sorted(page[0].parent.rglob("*.html"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,25 +242,25 @@ def test_sections_rows_and_header(page, store):
     header = root.find("header").text()
     assert "11 results" in header and HV in header
 
-    ids = [n.attrs["id"] for n in root.iter("section", "benchmark")]
+    links = [a.attrs["href"] for a in by_id(root, "benchmarks").iter("a")]
     # task order (constraint, completeness, topical, undescribed), then name
-    assert ids == ["bench-diag-exclusion", "bench-nevir", "bench-toolbank-numpy",
-                   "bench-beir-scifact", "bench-my-data"]
-    _, rows = results_table(root, "bench-nevir")
+    assert links == ["bench/diag-exclusion.html", "bench/nevir.html", "bench/toolbank-numpy.html",
+                     "bench/beir-scifact.html", "bench/my-data.html"]
+    _, nevir = bench(page, "nevir")
+    _, rows = results_table(nevir)
     assert {label(r) for r in rows} == {"bm25", "dense", XSS, "hyde"}
-    sec = by_id(root, "bench-nevir")
-    assert "constraint" in sec.find("h2").text()
-    meta = sec.find("p", "meta").text()
+    head = nevir.find("header", "benchmark")
+    assert "constraint" in head.find("h1").text()
+    meta = head.find("p", "meta").text()
     assert "nevirv1" in meta and "10 queries" in meta and "8 judged queries" in meta
     assert "20 documents" in meta and "4 pairs" in meta
     # pairs == 0 is not shown
-    assert "pairs" not in by_id(root, "bench-beir-scifact").find("p", "meta").text()
-    assert "5,183 documents" in by_id(root, "bench-beir-scifact").find("p", "meta").text()
+    sci = bench(page, "beir-scifact")[1].find("header", "benchmark").find("p", "meta").text()
+    assert "pairs" not in sci and "5,183 documents" in sci
 
 
 def test_values_formatted_and_seed_aggregation(page):
-    _, _, root = page
-    measures, rows = results_table(root, "bench-nevir")
+    measures, rows = results_table(bench(page, "nevir")[1])
     assert measures == ["PairAcc", "V@2", "nDCG@10", "FVR@10"]
     row = {label(r): r for r in rows}
     bm25 = row["bm25"]
@@ -258,14 +268,14 @@ def test_values_formatted_and_seed_aggregation(page):
     assert extra(bm25["PairAcc"]) == "[0.63, 0.71]"
     assert value(bm25["V@2"]) == "0.310"
     assert value(bm25["FVR@10"]) == "3.46"  # FVR has two decimals
-    assert bm25["seeds"].text().strip() == "1"
+    assert bm25["seeds"].attrs["data-value"] == "1"
     assert "8" in bm25["queries"].text() and "(2 missing)" in bm25["queries"].text()
 
     dense = row["dense"]
     for m, vals in (("PairAcc", DENSE_PAIR), ("V@2", DENSE_V2), ("nDCG@10", DENSE_NDCG)):
         assert value(dense[m]) == f"{np.mean(vals):.3f}"
         assert extra(dense[m]) == f"± {np.std(vals, ddof=1):.3f}"
-    assert dense["seeds"].text().strip() == "2"
+    assert dense["seeds"].attrs["data-value"] == "2"
     assert "missing" not in dense["queries"].text()
     # dense has no FVR@10 → dash, no CI
     assert value(dense["FVR@10"]) == "–" and extra(dense["FVR@10"]) == ""
@@ -274,8 +284,8 @@ def test_values_formatted_and_seed_aggregation(page):
 
 
 def test_best_bold_and_sort_order(page):
-    _, html, root = page
-    _, rows = results_table(root, "bench-nevir")
+    html, root = bench(page, "nevir")
+    _, rows = results_table(root)
     # sorted by PairAcc, descending
     assert [label(r) for r in rows] == [XSS, "bm25", "dense", "hyde"]
 
@@ -289,87 +299,96 @@ def test_best_bold_and_sort_order(page):
     assert "td.best .value { font-weight: 700; }" in html
 
     # a section whose first measure is lower-is-better sorts ascending
-    _, excl = results_table(root, "bench-diag-exclusion")
+    _, excl = results_table(bench(page, "diag-exclusion")[1])
     assert [label(r) for r in excl] == ["dense", "bm25"]
     assert [label(r) for r in excl if "best" in r["V@2"].classes] == ["dense"]
     assert [label(r) for r in excl if "best" in r["nDCG@10"].classes] == ["bm25"]
 
     # direction arrows
-    heads = {th.attrs["data-measure"]: th.text() for th in by_id(root, "bench-nevir").iter("th")
+    heads = {th.attrs["data-measure"]: th.text() for th in by_id(root, "results").iter("th")
              if "data-measure" in th.attrs}
     assert "↓" in heads["V@2"] and "↑" not in heads["V@2"]
     assert "↑" in heads["PairAcc"] and "↑" in heads["FVR@10"]
     # the count beside V@k / FVR@k when it differs from n_queries; not beside PairAcc
     assert "n=5" in heads["V@2"] and "n=5" in heads["FVR@10"] and "n=" not in heads["PairAcc"]
-    tb = {th.attrs["data-measure"]: th.text() for th in by_id(root, "bench-toolbank-numpy").iter("th")
-          if "data-measure" in th.attrs}
+    tb = {th.attrs["data-measure"]: th.text()
+          for th in by_id(bench(page, "toolbank-numpy")[1], "results").iter("th") if "data-measure" in th.attrs}
     assert "n=40" in tb["Comp@5"] and "n=" not in tb["nDCG@10"]
 
 
 def test_label_disambiguation_and_fallback(page):
-    _, _, root = page
-    _, sci = results_table(root, "bench-beir-scifact")
+    _, sci = results_table(bench(page, "beir-scifact")[1])
     assert [label(r) for r in sci] == ["tuned (def456)", "tuned (abc123)"]
-    measures, md = results_table(root, "bench-my-data")
+    measures, md = results_table(bench(page, "my-data")[1])
     assert measures == ["nDCG@10", "MAP@10"]
     assert value(md[0]["nDCG@10"]) == "0.310" and value(md[0]["MAP@10"]) == "0.220"
     # labels with a single spec hash stay as they are
-    _, nev = results_table(root, "bench-nevir")
+    _, nev = results_table(bench(page, "nevir")[1])
     assert "bm25" in [label(r) for r in nev]
+    # one retriever page per displayed label
+    names = {p.name for p in (page[0].parent / "retriever").glob("*.html")}
+    assert {"tuned-abc123.html", "tuned-def456.html", "bm25.html"} <= names
 
 
 def test_escaping(page):
-    _, html, root = page
+    html, root = bench(page, "nevir")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "<script" not in html.lower()
+    assert "<script>alert" not in html and html.lower().count("<script") == 1
     assert "Negation pairs &lt;b&gt;x&lt;/b&gt;&amp;" in html
     assert "<b>x</b>" not in html
     # the parsed text round-trips to the original strings
-    assert XSS in by_id(root, "bench-nevir").text()
-    assert "Negation pairs <b>x</b>&" in by_id(root, "bench-nevir").find("p", "description").text()
+    assert XSS in by_id(root, "results").text()
+    assert "Negation pairs <b>x</b>&" in root.find("p", "description").text()
+    for p in site_pages(page):
+        assert "<script>alert" not in p.read_text(encoding="utf-8"), p
 
 
 def test_self_contained(page):
-    _, html, _ = page
-    assert "http://" not in html and "https://" not in html
-    assert "<link" not in html.lower() and "<script" not in html.lower()
-    assert "<img" not in html.lower() and "@import" not in html and "url(" not in html
-    assert html.count("<style>") == 1
-    assert "font-variant-numeric: tabular-nums" in html
+    script = site_mod.sort_script()
+    assert "http" not in script and "fetch" not in script
+    for p in site_pages(page):
+        html = p.read_text(encoding="utf-8")
+        low = html.lower()
+        assert 'href="http' not in low and 'src="http' not in low and "//cdn" not in low
+        assert "<link" not in low and "<img" not in low and "@import" not in html
+        assert low.count("<script>") == 1 and script in html
+        assert html.count("<style>") == 1
+        assert "font-variant-numeric: tabular-nums" in html
 
 
 def test_efficiency(page):
-    _, _, root = page
-    rows = efficiency_rows(root)
+    html = (page[0].parent / "efficiency.html").read_text(encoding="utf-8")
+    rows = efficiency_rows(parse(html))
     by = {(r["retriever"], r["benchmark"]): r for r in rows}
     assert len(rows) == 10
     bm25 = by[("bm25", "nevir")]
     assert bm25["offline s"] == "1.25"  # index only
     assert bm25["online s"] == "0.50"
     assert bm25["queries/s"] == f"{8 / 0.5:.1f}"
-    assert bm25["CPU s"] == "1.75"  # all phases
-    assert bm25["LLM calls"] == "–" and bm25["tokens"] == "–" and bm25["USD"] == "$0"
+    assert bm25["LLM calls"] == "–" and bm25["prompt tokens"] == "–" and bm25["$"] == "$0"
     dense = by[("dense", "nevir")]
     assert dense["offline s"] == "3.00"  # fit + index
     assert dense["online s"] == "2.00"  # mean of 1 and 3 seconds
     assert dense["queries/s"] == f"{np.mean([8 / 1.0, 8 / 3.0]):.1f}"
     assert dense["seeds"] == "2"
     hyde = by[("hyde", "nevir")]
-    assert hyde["USD"] == "unknown"  # a billed call without a price
-    assert hyde["LLM calls"] == "3 (1 cached)" and hyde["tokens"] == "360"
+    assert hyde["$"] == "unknown"  # a billed call without a price
+    assert hyde["LLM calls"] == "3" and hyde["cache hits"] == "1"
+    assert hyde["prompt tokens"] == "300" and hyde["completion tokens"] == "60"
     assert hyde["queries/s"] == "2.0" and hyde["offline s"] == "–"
     # priced calls: the cached one is not billed
-    assert by[("bm25", "diag/exclusion")]["USD"] == "$0.0030"
+    assert by[("bm25", "diag/exclusion")]["$"] == "$0.0030"
     # only cached calls, even unpriced: nothing billed
-    assert by[("dense", "diag/exclusion")]["USD"] == "$0"
-    assert by[("dense", "diag/exclusion")]["LLM calls"] == "1 (1 cached)"
+    assert by[("dense", "diag/exclusion")]["$"] == "$0"
+    assert by[("dense", "diag/exclusion")]["LLM calls"] == "1"
+    assert by[("dense", "diag/exclusion")]["cache hits"] == "1"
 
 
 def test_summary_rows_match_page(page, store):
     _, _, root = page
     rows = summary_rows(store)
     nevir = [r for r in rows if r["benchmark"] == "nevir"]
-    assert [r["label"] for r in nevir] == [label(r) for r in results_table(root, "bench-nevir")[1]]
+    assert [r["label"] for r in nevir] == [label(r) for r in results_table(bench(page, "nevir")[1])[1]]
     dense = next(r for r in nevir if r["label"] == "dense")
     assert dense["seeds"] == 2 and dense["spec_hash"] == "densehash0"
     assert dense["PairAcc"] == pytest.approx(np.mean(DENSE_PAIR))
@@ -388,9 +407,10 @@ def test_latest_result_per_seed_and_single_seed_ci(tmp_path):
     new.harness_version, new.key = "0.2.0", result_key("h", "v", 0, 100, "0.2.0")
     s.save(old)
     s.save(new)
-    _, rows = results_table(parse(render_site(s, tmp_path / "o").read_text()), "bench-b")
+    render_site(s, tmp_path / "o")
+    _, rows = results_table(parse((tmp_path / "o" / "bench" / "b.html").read_text()))
     assert len(rows) == 1 and value(rows[0]["nDCG@10"]) == "0.200"
-    assert extra(rows[0]["nDCG@10"]) == "[0.15, 0.25]" and rows[0]["seeds"].text().strip() == "1"
+    assert extra(rows[0]["nDCG@10"]) == "[0.15, 0.25]" and rows[0]["seeds"].attrs["data-value"] == "1"
 
 
 def test_slugs_are_safe_and_unique(tmp_path):
@@ -400,12 +420,13 @@ def test_slugs_are_safe_and_unique(tmp_path):
         s.save(record("r", "h", name, f"v{i}", 0, {"nDCG@10": mv(0.5)}))
     html = render_site(s, tmp_path / "o").read_text()
     root = parse(html)
-    ids = [n.attrs["id"] for n in root.iter("section", "benchmark")]
-    assert len(ids) == len(set(ids)) == 4
-    assert all(re.fullmatch(r"[a-z0-9-]+", i) for i in ids)
+    files = sorted(p.name for p in (tmp_path / "o" / "bench").glob("*.html"))
+    assert len(files) == len(set(files)) == 4
+    assert all(re.fullmatch(r"[a-z0-9-]+\.html", f) for f in files)
     hrefs = [a.attrs["href"] for a in root.iter("a")]
-    assert all(re.fullmatch(r"#[a-z0-9-]+", h) for h in hrefs)
-    assert "<img" not in html
+    assert all(re.fullmatch(r"(#|bench/|retriever/)?[a-z0-9-]+(\.html)?", h) for h in hrefs), hrefs
+    assert all((tmp_path / "o" / h).is_file() for h in hrefs if h.endswith(".html"))
+    assert "<img" not in html and "&#34;&gt;&lt;img src=x&gt;" in html
     assert site_mod.slugify("A/B c", set()) == "a-b-c"
 
 
@@ -417,7 +438,8 @@ def test_empty_store_and_autoescape(tmp_path):
     assert site_mod._environment().autoescape is True
     templates = Path(site_mod.__file__).parent / "templates"
     for t in templates.glob("*.html"):
-        assert "|safe" not in t.read_text().replace(" ", ""), t
+        for m in re.finditer(r"\{\{([^}]*)\|\s*safe", t.read_text()):
+            assert m.group(1).strip().endswith(".svg"), (t, m.group(0))  # only the plots' SVG
         assert "autoescape false" not in t.read_text(), t
 
 

@@ -1,0 +1,716 @@
+"""The multi-page leaderboard site (reports/site.py) on a hand-made store: real numbers checked
+against harness.stats / harness.metrics computed here independently, every link resolved, no
+network reference, store strings escaped on every page."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+import pytest
+
+from harness import registry
+from harness.metrics import group_by
+from harness.stats import holm, paired_randomization_test
+from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from harness.types import Document, Query
+from reports import plots, render_site, summary_rows
+from reports import site as site_mod
+
+HV = "0.1.0"
+XSS = "<script>alert(1)</script>"
+XSS_ESC = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+# --------------------------------------------------------------------------------------------
+# the fabricated benchmark data
+
+NQ = 30
+QIDS = [f"q{i:02d}" for i in range(1, NQ + 1)]
+VQIDS = QIDS[:20]  # queries with a violating document (V@k, FVR@k are averaged over these)
+_rng = np.random.default_rng(7)
+
+
+def _col(values, qids=QIDS) -> dict[str, float]:
+    return {q: float(v) for q, v in zip(qids, values)}
+
+
+_base = _rng.uniform(0.2, 0.6, NQ)
+NDCG = {
+    "bm25": _col(_base),
+    "dense0": _col(np.clip(_base + _rng.normal(0.02, 0.05, NQ), 0, 1)),
+    "dense1": _col(np.clip(_base + _rng.normal(0.04, 0.05, NQ), 0, 1)),
+    "coder": _col(np.clip(_base + 0.25 + _rng.normal(0, 0.03, NQ), 0, 1)),
+    "xss": _col(np.clip(_base - 0.01 + _rng.normal(0, 0.05, NQ), 0, 1)),
+}
+FVR = {
+    "bm25": _col([1, 3, 11, 2, 11, 1, 5, 11, 2, 1, 4, 11, 1, 2, 3, 11, 7, 1, 2, 11], VQIDS),
+    "dense0": _col([2, 3, 11, 2, 11, 1, 6, 11, 3, 1, 4, 11, 2, 2, 3, 11, 7, 1, 2, 11], VQIDS),
+    "dense1": _col([2, 4, 11, 2, 11, 1, 6, 11, 3, 2, 4, 11, 2, 2, 3, 11, 8, 1, 2, 11], VQIDS),
+    "coder": _col([11, 11, 11, 5, 11, 9, 11, 11, 11, 3, 11, 11, 11, 6, 11, 11, 11, 4, 11, 11], VQIDS),
+    "xss": _col([1] * 20, VQIDS),
+}
+
+
+def _v2(fvr: dict[str, float]) -> dict[str, float]:
+    return {q: float(r <= 2) for q, r in fvr.items()}
+
+
+def _mv(col: dict[str, float]) -> MeasureValue:
+    m = float(np.mean(list(col.values())))
+    return MeasureValue(m, len(col), m - 0.05, m + 0.05)
+
+
+def record(label: str, retriever: str, benchmark: str, version: str, seed: int,
+           per_query: dict[str, dict[str, float]], *, spec_hash: str | None = None,
+           rankings: dict | None = None, extra: dict | None = None, phases: dict | None = None,
+           llm_calls: list | None = None, params: dict | None = None, created_at: str = "") -> ResultRecord:
+    spec_hash = spec_hash or (re.sub(r"[^a-z0-9]", "", label.lower()) + "hash")[:10]
+    return ResultRecord(
+        key=result_key(spec_hash, version, seed, 100, HV), retriever=retriever, label=label,
+        spec_hash=spec_hash, spec={"retriever": retriever, "params": params or {"k1": 0.9, "note": "<i>x</i>"}},
+        benchmark=benchmark, benchmark_version=version, seed=seed, k=100, harness_version=HV,
+        n_queries=NQ if benchmark == "negconstraint" else len(next(iter(per_query.values()))), n_missing=0,
+        measures={m: _mv(c) for m, c in per_query.items()}, per_query=per_query, rankings=rankings or {},
+        extra=extra or {}, phases=phases or {}, llm_calls=llm_calls or [],
+        environment={"python": "3.11.9", "device": "cpu", "torch": "2.4.0"},
+        provenance={"class": f"retrievers.{retriever}:X", "package": "beyondsim", "package_version": HV,
+                    "git_commit": "abc123", "git_dirty": False},
+        created_at=created_at,
+    )
+
+
+def negc(key: str) -> dict[str, dict[str, float]]:
+    return {"V@2": _v2(FVR[key]), "FVR@10": FVR[key], "nDCG@10": NDCG[key]}
+
+
+# q01's top 5 for bm25: satisfying, violating, topical, unjudged, judged non-relevant
+Q1_TOP = [("d-sat", 9.0), ("d-viol", 8.0), ("d-top", 7.0), ("d-unj", 6.0), ("d-zero", 5.0)]
+QRELS = {q: {"d-sat": 2, "d-viol": 0, "d-top": 1, "d-zero": 0} for q in QIDS}
+VIOLATING = {q: {"d-viol"} for q in VQIDS}
+GROUPS = {q: ("A - a" if i % 3 == 0 else "B - b") for i, q in enumerate(QIDS)}
+SEPARATION = {"score_separation": {
+    "compat": {"model": "trained-<b>enc</b>", "queries": 4, "margin_mean": 0.2, "margin_median": 0.15,
+               "positive_share": 0.75, "margins": {"q01": 0.3, "q02": 0.2, "q03": 0.1, "q04": -0.05},
+               "satisfying": [0.5], "violating": [0.3]},
+    "base": {"model": "base-enc", "queries": 4, "margin_mean": 0.01, "margin_median": 0.0,
+             "positive_share": 0.5, "margins": {"q01": 0.05, "q02": -0.02, "q03": 0.01, "q04": 0.0},
+             "satisfying": [0.5], "violating": [0.5]}}}
+ANT_QIDS = ["a1", "a2", "a3", "a4"]
+ANT = {
+    "bm25": {"V@2": _col([1, 0, 1, 0], ANT_QIDS), "FVR@10": _col([1, 4, 2, 11], ANT_QIDS),
+             "nDCG@10": _col([0.5, 0.6, 0.7, 0.8], ANT_QIDS), "PairAcc": {"p1": 1.0, "p2": 0.0}},
+    "dense": {"V@2": _col([0, 0, 1, 0], ANT_QIDS), "FVR@10": _col([3, 4, 2, 11], ANT_QIDS),
+              "nDCG@10": _col([0.6, 0.6, 0.7, 0.9], ANT_QIDS), "PairAcc": {"p1": 1.0, "p2": 1.0}},
+}
+SUITES = {
+    "demo": {"description": "demo", "benchmarks": ["negconstraint", "beir/scifact"]},
+    "constraint": {"description": "Constraint <em>suite</em>",
+                   "benchmarks": ["nevir", "negconstraint", "diag/antonym"]},
+    "topical": {"description": "Topical", "benchmarks": ["beir/scifact", "beir/nfcorpus"]},
+    "completeness": {"description": "Completeness", "benchmarks": ["toollens"]},
+}
+SWEEP = {
+    "retriever": "coder-seq", "benchmark": "negconstraint", "benchmark_version": "negv1", "seed": 0, "k": 100,
+    "task": "constraint", "fixed": {"depth": 100}, "axes": {"alpha": [0.1, 0.2, 0.3], "tau": [0.3, 0.5]},
+    "spec": {"alpha": 0.1, "tau": 0.3, "depth": 100},
+    "points": [{"params": {"alpha": a, "tau": t}, "measures": {"R@10": round(0.5 + a - t / 10, 4),
+                                                                "FVR@10": round(5 + 10 * a + t, 4), "nDCG@10": 0.4},
+                "search_s": 0.1} for a in (0.1, 0.2, 0.3) for t in (0.3, 0.5)],
+}
+
+
+def build_store(path: Path) -> Store:
+    s = Store(path)
+    s.save_benchmark(BenchmarkInfo(
+        "negconstraint", "negv1", "constraint", ["V@2", "FVR@10", "nDCG@10"],
+        {"queries": NQ, "judged_queries": NQ, "documents": 100, "pairs": 0, "query_groups": {"category": GROUPS}},
+        "Negative constraints <b>bold</b>"))
+    s.save_benchmark(BenchmarkInfo("diag/antonym", "antv1", "constraint", ["PairAcc", "V@2", "nDCG@10"],
+                                   {"queries": 4, "judged_queries": 4, "documents": 8, "pairs": 2}))
+    s.save_benchmark(BenchmarkInfo("beir/scifact", "sciv1", "topical", ["nDCG@10", "MAP@10"],
+                                   {"queries": 3, "judged_queries": 3, "documents": 50}))
+    s.save_benchmark(BenchmarkInfo("my-data", "mdv1", "topical", ["nDCG@10"], {}))
+
+    s.save(record("bm25", "bm25", "negconstraint", "negv1", 0, negc("bm25"), rankings={"q01": Q1_TOP},
+                  phases={"index": {"wall_s": 2.0, "cpu_s": 1.0, "items": 100},
+                          "search": {"wall_s": 0.5, "cpu_s": 0.5, "items": NQ}}))
+    for seed in (0, 1):
+        s.save(record("dense", "dense", "negconstraint", "negv1", seed, negc(f"dense{seed}"),
+                      rankings={"q01": [("d-viol", 0.9), ("d-sat", 0.8)]},
+                      phases={"fit": {"wall_s": 1.0, "cpu_s": 1.0, "items": 0},
+                              "index": {"wall_s": 3.0, "cpu_s": 1.0, "items": 100},
+                              "search": {"wall_s": 1.0 + seed, "cpu_s": 1.0, "items": NQ}}))
+    s.save(record("coder-seq", "coder-seq", "negconstraint", "negv1", 0, negc("coder"),
+                  extra={"analysis": SEPARATION, "retriever": {"policy": "seq", "compat": {"trained": True}}},
+                  llm_calls=[{"model": "m", "prompt_tokens": 100, "completion_tokens": 10, "latency_s": 0.1,
+                              "cached": False, "usd": 0.002, "phase": "search", "purpose": "x"},
+                             {"model": "m", "prompt_tokens": 50, "completion_tokens": 5, "latency_s": 0.1,
+                              "cached": True, "usd": 0.5, "phase": "search", "purpose": "x"}]))
+    s.save(record(XSS, "mystery", "negconstraint", "negv1", 0, negc("xss"),
+                  rankings={"q01": [("d-unj", 1.0)]}, extra={"analysis": SEPARATION},
+                  llm_calls=[{"model": "unpriced", "prompt_tokens": 7, "completion_tokens": 3, "latency_s": 0.1,
+                              "cached": False, "usd": None, "phase": "search", "purpose": "x"}]))
+
+    s.save(record("bm25", "bm25", "diag/antonym", "antv1", 0, ANT["bm25"],
+                  rankings={"a1": [("x1", 2.0), ("x2", 1.0)]}))
+    s.save(record("dense", "dense", "diag/antonym", "antv1", 0, ANT["dense"]))
+
+    sci = ["s1", "s2", "s3"]
+    s.save(record("bm25", "bm25", "beir/scifact", "sciv1", 0,
+                  {"nDCG@10": _col([0.7, 0.6, 0.8], sci), "MAP@10": _col([0.6, 0.5, 0.7], sci)},
+                  rankings={"s1": [("doc9", 3.5), ("doc8", 2.5)]}))
+    s.save(record("dense", "dense", "beir/scifact", "sciv1", 0,
+                  {"nDCG@10": _col([0.6, 0.6, 0.7], sci), "MAP@10": _col([0.5, 0.5, 0.6], sci)}))
+    s.save(record("bm25", "bm25", "my-data", "mdv1", 0, {"nDCG@10": _col([0.3, 0.5], ["m1", "m2"])}))
+
+    s.save_benchmark_content("negconstraint", "negv1",
+                             [Query(q, f"text of {q} <i>not</i>", {"category": GROUPS[q]}) for q in QIDS],
+                             QRELS, VIOLATING)
+    s.save_documents("negv1", [Document("d-sat", "satisfying body " * 40, "Sat <title>"),
+                               Document("d-viol", "violating body", "Viol"),
+                               Document("d-top", "topical body", ""),
+                               Document("d-zero", "zero body", "Zero")])
+    s.save_benchmark_content("diag/antonym", "antv1", [Query(q, f"antonym {q}") for q in ANT_QIDS],
+                             {"a1": {"x1": 1}}, {"a1": {"x2"}})
+    s.save_sweep(SWEEP)
+    s.save_sweep({**SWEEP, "benchmark": "negconstraint:dev", "benchmark_version": "devv1"})
+    return s
+
+
+GENERATED = dt.datetime(2025, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("site")
+    store = build_store(tmp / "results.sqlite")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(registry, "suites", lambda: SUITES)
+    try:
+        index = render_site(store, tmp / "out", generated_at=GENERATED)
+    finally:
+        mp.undo()
+    yield index.parent, store
+    store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# a tiny DOM
+
+
+class Node:
+    def __init__(self, tag: str, attrs: dict[str, str], parent: "Node | None"):
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[Node | str] = []
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def iter(self, tag: str | None = None, cls: str | None = None):
+        for c in self.children:
+            if isinstance(c, Node):
+                if (tag is None or c.tag == tag) and (cls is None or cls in c.classes):
+                    yield c
+                yield from c.iter(tag, cls)
+
+    def find(self, tag: str | None = None, cls: str | None = None) -> "Node":
+        found = next(self.iter(tag, cls), None)
+        assert found is not None, f"no <{tag} class={cls}> under <{self.tag}>"
+        return found
+
+    def by_id(self, id_: str) -> "Node":
+        for n in self.iter():
+            if n.attrs.get("id") == id_:
+                return n
+        raise AssertionError(f"no element with id {id_!r}")
+
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "source", "path", "rect", "circle",
+        "line", "polyline", "stop"}
+
+
+class DomBuilder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#root", {}, None)
+        self.cur = self.root
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, {k: v or "" for k, v in attrs}, self.cur)
+        self.cur.children.append(node)
+        if tag not in VOID:
+            self.cur = node
+
+    def handle_startendtag(self, tag, attrs):
+        self.cur.children.append(Node(tag, {k: v or "" for k, v in attrs}, self.cur))
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        n = self.cur
+        while n is not None and n.tag != tag:
+            n = n.parent
+        assert n is not None, f"unbalanced </{tag}>"
+        self.cur = n.parent
+
+    def handle_data(self, data):
+        self.cur.children.append(data)
+
+
+def parse(html: str) -> Node:
+    b = DomBuilder()
+    b.feed(html)
+    b.close()
+    assert b.cur is b.root, "unclosed elements"
+    return b.root
+
+
+def read(out: Path, rel: str) -> tuple[str, Node]:
+    html = (out / rel).read_text(encoding="utf-8")
+    return html, parse(html)
+
+
+def table_rows(table: Node) -> tuple[list[Node], list[list[Node]]]:
+    heads = list(table.find("thead").iter("th"))
+    rows = [list(tr.iter("td")) for tr in table.find("tbody").iter("tr")]
+    return heads, rows
+
+
+def pages(out: Path) -> list[Path]:
+    return sorted(out.rglob("*.html"))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_page_list(site):
+    out, _ = site
+    rel = sorted(str(p.relative_to(out)) for p in pages(out))
+    xss_slug = "script-alert-1-script"
+    assert rel == sorted([
+        "index.html", "efficiency.html",
+        "bench/negconstraint.html", "bench/diag-antonym.html", "bench/beir-scifact.html", "bench/my-data.html",
+        "bench/negconstraint-dev.html",
+        "retriever/bm25.html", "retriever/dense.html", "retriever/coder-seq.html", f"retriever/{xss_slug}.html",
+        "retriever/bm25/negconstraint-seed0.html", "retriever/bm25/diag-antonym-seed0.html",
+        "retriever/bm25/beir-scifact-seed0.html", "retriever/bm25/my-data-seed0.html",
+        "retriever/dense/negconstraint-seed0.html", "retriever/dense/negconstraint-seed1.html",
+        "retriever/dense/diag-antonym-seed0.html", "retriever/dense/beir-scifact-seed0.html",
+        "retriever/coder-seq/negconstraint-seed0.html", f"retriever/{xss_slug}/negconstraint-seed0.html",
+    ])
+
+
+def test_overview_suite_averages_and_order(site):
+    out, _ = site
+    _, root = read(out, "index.html")
+    table = root.by_id("overview-constraint")
+    assert "sortable" in table.classes
+    heads, rows = table_rows(table)
+    names = [h.text().strip().rstrip("↑↓") for h in heads]
+    assert names == ["retriever", "V@2", "FVR@10", "PairAcc", "nDCG@10", "benchmarks", "negconstraint",
+                     "diag/antonym"]
+    assert all(h.attrs.get("data-sort") in ("num", "text") for h in heads)
+    # rows ordered by the suite mean of V@2, ascending (lower is better)
+    by = {r[0].text().strip(): r for r in rows}
+    order = [r[0].text().strip() for r in rows]
+
+    def neg_mean(key):
+        return np.mean(list(_v2(FVR[key]).values()))
+
+    dense_negc = np.mean([neg_mean("dense0"), neg_mean("dense1")])
+    expect_v2 = {
+        "bm25": np.mean([neg_mean("bm25"), np.mean(list(ANT["bm25"]["V@2"].values()))]),
+        "dense": np.mean([dense_negc, np.mean(list(ANT["dense"]["V@2"].values()))]),
+        "coder-seq": neg_mean("coder"),
+        XSS: neg_mean("xss"),
+    }
+    assert order == sorted(expect_v2, key=lambda k: expect_v2[k])
+    for label, v in expect_v2.items():
+        cell = by[label][1]
+        assert float(cell.attrs["data-value"]) == pytest.approx(v)
+        assert cell.text().strip() == site_mod.fmt_num(v)
+    # PairAcc exists on diag/antonym only; coder-seq never ran it → empty data-value
+    assert float(by["dense"][3].attrs["data-value"]) == pytest.approx(1.0)
+    assert by["coder-seq"][3].attrs["data-value"] == "" and by["coder-seq"][3].text().strip() == "–"
+    # FVR@10 mean over the two benchmarks
+    fvr_bm25 = np.mean([np.mean(list(FVR["bm25"].values())), np.mean(list(ANT["bm25"]["FVR@10"].values()))])
+    assert float(by["bm25"][2].attrs["data-value"]) == pytest.approx(fvr_bm25)
+    # coverage and per-benchmark columns (V@2 of each benchmark)
+    assert by["bm25"][5].attrs["data-value"] == "2" and by["coder-seq"][5].attrs["data-value"] == "1"
+    assert float(by["bm25"][6].attrs["data-value"]) == pytest.approx(neg_mean("bm25"))
+    assert by["coder-seq"][7].attrs["data-value"] == ""
+    # the first headline header carries the initial sort state
+    assert heads[1].attrs.get("aria-sort") == "ascending"
+    assert [h for h in heads if "aria-sort" in h.attrs] == [heads[1]]
+    # header links to benchmark pages, row links to retriever pages
+    assert heads[6].find("a").attrs["href"] == "bench/negconstraint.html"
+    assert by["bm25"][0].find("a").attrs["href"] == "retriever/bm25.html"
+
+    # topical: nDCG@10 descending; the undescribed-suite benchmark goes to "other"
+    _, trows = table_rows(root.by_id("overview-topical"))
+    assert [r[0].text().strip() for r in trows] == ["bm25", "dense"]
+    other = root.by_id("overview-other")
+    oheads, orows = table_rows(other)
+    assert [h.text().strip() for h in oheads][-1] == "my-data"
+    assert float(orows[0][1].attrs["data-value"]) == pytest.approx(0.4)
+    with pytest.raises(AssertionError):
+        root.by_id("overview-completeness")  # no stored results: skipped
+    links = {a.attrs["href"] for a in root.iter("a")}
+    assert {"efficiency.html", "bench/negconstraint-dev.html", "retriever/coder-seq.html"} <= links
+
+
+def test_benchmark_table_and_holm_marks(site):
+    out, _ = site
+    html, root = read(out, "bench/negconstraint.html")
+    table = root.by_id("results")
+    heads, rows = table_rows(table)
+    measures = [h.attrs["data-measure"] for h in heads if "data-measure" in h.attrs]
+    assert measures == ["V@2", "FVR@10", "nDCG@10"]
+    labels = [r[0].text().replace("baseline", "").strip() for r in rows]
+    col = {m: 1 + i for i, m in enumerate(measures)}
+    row = dict(zip(labels, rows))
+
+    # per-query means over seeds for dense
+    dense_avg = {m: {q: (negc("dense0")[m][q] + negc("dense1")[m][q]) / 2 for q in negc("dense0")[m]}
+                 for m in measures}
+    per_row = {"bm25": negc("bm25"), "dense": dense_avg, "coder-seq": negc("coder"), XSS: negc("xss")}
+    means = {k: {m: np.mean(list(v[m].values())) for m in measures} for k, v in per_row.items()}
+    means["dense"] = {m: np.mean([np.mean(list(negc(f"dense{s}")[m].values())) for s in (0, 1)]) for m in measures}
+
+    seen_marks = 0
+    for m in measures:
+        higher = m != "V@2"
+        pick = max if higher else min
+        best_base = pick(["bm25", "dense"], key=lambda k: means[k][m])
+        for ref_kind, ref, symbol in (("dense", "dense", "†"), ("baseline", best_base, "‡")):
+            raw = {k: paired_randomization_test(per_row[k][m], per_row[ref][m], n_resamples=10000, seed=0)
+                   for k in per_row if k != ref}
+            adj = holm(raw)
+            for k, p in adj.items():
+                cell = row[k][col[m]]
+                assert f"Holm-adjusted p = {p:.4f}" in cell.attrs["title"]
+                marks = [s for s in cell.iter("span", "sig") if f"sig-{ref_kind}" in s.classes]
+                if p < 0.05:
+                    assert len(marks) == 1 and marks[0].text() == symbol
+                    assert float(marks[0].attrs["data-p"]) == pytest.approx(p)
+                    assert f"Holm-adjusted p = {p:.4f}" in marks[0].attrs["title"]
+                    better = means[k][m] > means[ref][m] if higher else means[k][m] < means[ref][m]
+                    assert ("better" in marks[0].classes) == better
+                    seen_marks += 1
+                else:
+                    assert marks == []
+            # never compared with itself
+            kind_text = "dense" if ref_kind == "dense" else "best baseline"
+            assert f"vs {ref} ({kind_text})" not in row[ref][col[m]].attrs.get("title", "")
+            assert not [s for s in row[ref][col[m]].iter("span", "sig") if f"sig-{ref_kind}" in s.classes]
+    assert seen_marks >= 4  # coder-seq clearly beats both references on nDCG@10 and FVR@10
+    cmarks = [s.text() for s in row["coder-seq"][col["nDCG@10"]].iter("span", "sig")]
+    assert cmarks == ["†", "‡"]
+
+    # CI for one seed, ± std for two
+    bm = row["bm25"][col["nDCG@10"]]
+    assert bm.find("span", "value").text() == site_mod.fmt_num(means["bm25"]["nDCG@10"])
+    m = means["bm25"]["nDCG@10"]
+    assert bm.find("span", "extra").text() == f"[{site_mod.fmt_num(m - 0.05, 2)}, {site_mod.fmt_num(m + 0.05, 2)}]"
+    seeds = [np.mean(list(negc(f"dense{s}")["nDCG@10"].values())) for s in (0, 1)]
+    assert row["dense"][col["nDCG@10"]].find("span", "extra").text() == \
+        f"± {site_mod.fmt_num(float(np.std(seeds, ddof=1)))}"
+    assert float(row["dense"][col["nDCG@10"]].attrs["data-value"]) == pytest.approx(np.mean(seeds))
+    # V@k counted over the queries with a violating document
+    assert "n=20" in heads[col["V@2"]].text()
+    assert "†" in html and "‡" in html and "Holm" in html
+
+
+def test_breakdown_by_query_group(site):
+    out, _ = site
+    _, root = read(out, "bench/negconstraint.html")
+    table = root.by_id("breakdown-category-ndcg-10")
+    heads, rows = table_rows(table)
+    assert [h.attrs.get("data-group") for h in heads[1:]] == ["A - a", "B - b"]
+    expect = group_by(negc("coder"), GROUPS, ["nDCG@10"])["nDCG@10"]
+    row = next(r for r in rows if r[0].text().strip() == "coder-seq")
+    assert float(row[1].attrs["data-value"]) == pytest.approx(expect["A - a"].mean)
+    assert float(row[2].attrs["data-value"]) == pytest.approx(expect["B - b"].mean)
+    assert heads[1].find("span").text() == f"n={expect['A - a'].n}"
+    # V@2 groups count only queries with a violating document
+    vheads, _ = table_rows(root.by_id("breakdown-category-v-2"))
+    vexp = group_by(negc("bm25"), GROUPS, ["V@2"])["V@2"]
+    assert vheads[1].find("span").text() == f"n={vexp['A - a'].n}"
+
+
+def test_survival_curves(site):
+    out, _ = site
+    _, root = read(out, "bench/negconstraint.html")
+    sec = root.by_id("survival")
+    table = sec.find("table", "survival-values")
+    heads, rows = table_rows(table)
+    assert [h.text() for h in heads[2:]] == [f"r={r}" for r in range(11)]
+    by = {r[0].text().strip(): r for r in rows}
+
+    def s_of(ranks):
+        ranks = np.asarray(list(ranks))
+        return [float(np.mean(ranks > r)) for r in range(11)]
+
+    for key, label in (("bm25", "bm25"), ("coder", "coder-seq")):
+        got = [float(c.attrs["data-value"]) for c in by[label][2:]]
+        assert got == pytest.approx(s_of(FVR[key].values()))
+        assert got == pytest.approx(plots.survival_curve(list(FVR[key].values()), 10))
+    # two seeds: the mean of the seeds' curves
+    dense = [float(c.attrs["data-value"]) for c in by["dense"][2:]]
+    assert dense == pytest.approx(np.mean([s_of(FVR["dense0"].values()), s_of(FVR["dense1"].values())], axis=0))
+    assert by["bm25"][1].text() == "20"
+    svg = sec.find("svg")
+    assert svg.attrs.get("data-plot") == "line"
+    assert {p.attrs.get("data-series") for p in svg.iter("polyline")} >= {"bm25", "dense", "coder-seq"}
+
+
+def test_score_separation_and_heatmaps(site):
+    out, _ = site
+    html, root = read(out, "bench/negconstraint.html")
+    sep = root.by_id("separation")
+    figs = list(sep.iter("figure"))
+    assert len(figs) == 2  # coder-seq and the XSS-labelled row
+    svg = figs[0].find("svg")
+    assert svg.attrs.get("data-plot") == "histogram"
+    groups = {r.attrs.get("data-group") for r in svg.iter("rect", "bar")}
+    assert groups == {"trained-<b>enc</b> (trained)", "base-enc (base)"}
+    stats = sep.find("table", "separation-stats")
+    _, srows = table_rows(stats)
+    assert [c.text() for c in srows[0]] == ["trained-<b>enc</b> (trained)", "4", "0.200", "0.150", "0.750"]
+    assert "<b>enc</b>" not in html
+
+    sens = root.by_id("sensitivity")
+    maps = [f for f in sens.iter("figure") if f.find("svg").attrs.get("data-plot") == "heatmap"]
+    assert sorted(f.attrs["data-measure"] for f in maps) == ["FVR@10", "R@10"]
+    r10 = next(f for f in maps if f.attrs["data-measure"] == "R@10").find("svg")
+    cells = {(int(c.attrs["data-i"]), int(c.attrs["data-j"])): float(c.attrs["data-value"])
+             for c in r10.iter("rect", "cell")}
+    # z[i][j]: tau (y) i, alpha (x) j
+    for i, t in enumerate((0.3, 0.5)):
+        for j, a in enumerate((0.1, 0.2, 0.3)):
+            assert cells[(i, j)] == pytest.approx(round(0.5 + a - t / 10, 4))
+    # a benchmark with sweeps only gets its own page
+    _, dev = read(out, "bench/negconstraint-dev.html")
+    assert len(list(dev.by_id("sensitivity").iter("figure"))) == 2
+
+
+def test_efficiency_page(site):
+    out, _ = site
+    _, root = read(out, "efficiency.html")
+    heads, rows = table_rows(root.by_id("efficiency-results"))
+    names = [h.text().strip() for h in heads]
+    assert names == ["retriever", "benchmark", "seeds", "offline s", "online s", "queries/s", "LLM calls",
+                     "cache hits", "prompt tokens", "completion tokens", "$"]
+    by = {(r[0].text().strip(), r[1].text().strip()): dict(zip(names, r)) for r in rows}
+    d = by[("dense", "negconstraint")]
+    assert float(d["offline s"].attrs["data-value"]) == pytest.approx(4.0)
+    assert float(d["online s"].attrs["data-value"]) == pytest.approx(1.5)
+    assert float(d["queries/s"].attrs["data-value"]) == pytest.approx(np.mean([NQ / 1.0, NQ / 2.0]))
+    c = by[("coder-seq", "negconstraint")]
+    assert c["LLM calls"].text() == "2" and c["cache hits"].text() == "1"
+    assert c["prompt tokens"].text() == "150" and c["completion tokens"].text() == "15"
+    assert c["$"].text() == "$0.0020"  # the cache hit costs nothing
+    assert by[(XSS, "negconstraint")]["$"].text() == "unknown"
+    assert by[("bm25", "negconstraint")]["$"].text() == "$0"
+    assert by[("bm25", "negconstraint")]["LLM calls"].text() == "–"
+
+    theads, trows = table_rows(root.by_id("efficiency-totals"))
+    tnames = [h.text().strip() for h in theads]
+    tot = {r[0].text().strip(): dict(zip(tnames, r)) for r in trows}
+    assert tot["dense"]["benchmarks"].text() == "3"
+    assert float(tot["dense"]["offline s"].attrs["data-value"]) == pytest.approx(4.0)
+    assert tot[XSS]["$"].text() == "unknown" and tot["coder-seq"]["$"].text() == "$0.0020"
+
+
+def test_retriever_page_and_drilldown_marks(site):
+    out, _ = site
+    html, root = read(out, "retriever/coder-seq.html")
+    spec = root.by_id("spec")
+    assert "coder-seq" in spec.text() and "coderseqha" in spec.text()
+    params = {tr.find("td").text(): list(tr.iter("td"))[1].text() for tr in spec.find("table").find("tbody").iter("tr")}
+    assert params == {"k1": "0.9", "note": '"<i>x</i>"'}  # JSON-dumped values
+    prov = root.by_id("provenance").text()
+    assert "retrievers.coder-seq:X" in prov and "abc123" in prov
+    assert "3.11.9" in root.by_id("environment").text()
+    facts = root.by_id("facts").text()
+    assert "policy" in facts and '"seq"' in facts and json.dumps({"trained": True}) in facts
+    hrefs = [a.attrs["href"] for a in root.by_id("results").iter("a")]
+    assert "coder-seq/negconstraint-seed0.html" in hrefs and "../bench/negconstraint.html" in hrefs
+
+    html, root = read(out, "retriever/bm25/negconstraint-seed0.html")
+    q1 = root.by_id("q-q01")
+    assert "text of q01 <i>not</i>" in q1.find("p", "qtext").text()
+    marks = {tr.attrs["data-doc"]: tr.attrs["data-mark"] for tr in q1.iter("tr", None) if "data-doc" in tr.attrs}
+    assert marks == {"d-sat": "satisfying", "d-viol": "violating", "d-top": "topical", "d-unj": "unjudged",
+                     "d-zero": "non-relevant"}
+    rows = [tr for tr in q1.iter("tr") if "data-doc" in tr.attrs]
+    assert "Sat <title>" in rows[0].text() and "Sat &lt;title&gt;" in html
+    snippet = rows[0].find("span", "snippet").text()
+    assert len(snippet) <= 300 and snippet.endswith("…")
+    assert "text not stored" in rows[3].text()
+    qm = {s.attrs["data-measure"]: s.text() for s in q1.iter("span", "qmeasure")}
+    assert qm["FVR@10"] == "FVR@10 1.00" and qm["V@2"] == "V@2 1.000"
+    assert len(list(root.iter("article", "query"))) == NQ
+    assert "not in this store" not in html
+
+    # a binary benchmark: grade 1 satisfies
+    _, root = read(out, "retriever/bm25/diag-antonym-seed0.html")
+    a1 = root.by_id("q-a1")
+    assert {tr.attrs["data-doc"]: tr.attrs["data-mark"] for tr in a1.iter("tr") if "data-doc" in tr.attrs} == \
+        {"x1": "satisfying", "x2": "violating"}
+    # no stored content (an imported result): ids only, said so
+    html, root = read(out, "retriever/bm25/beir-scifact-seed0.html")
+    assert "not in this store" in html
+    assert [a.attrs["data-qid"] for a in root.iter("article", "query")][0] == "s1"
+    assert {tr.attrs["data-mark"] for tr in root.by_id("q-s1").iter("tr") if "data-doc" in tr.attrs} == {"unknown"}
+
+
+def test_drilldown_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(site_mod, "DRILLDOWN_QUERIES", 5)
+    store = build_store(tmp_path / "r.sqlite")
+    render_site(store, tmp_path / "o", n_resamples=200)
+    html = (tmp_path / "o" / "retriever/bm25/negconstraint-seed0.html").read_text()
+    root = parse(html)
+    assert len(list(root.iter("article", "query"))) == 5
+    assert "Showing the first 5 of 30 queries" in root.find("p", "cap").text()
+
+
+def test_every_link_resolves_and_nothing_external(site):
+    out, _ = site
+    script = site_mod.sort_script()
+    for path in pages(out):
+        html = path.read_text(encoding="utf-8")
+        root = parse(html)
+        ids = {n.attrs["id"] for n in root.iter() if "id" in n.attrs}
+        for n in root.iter():
+            for attr in ("href", "src", "xlink:href", "action", "srcset", "poster", "data"):
+                if attr not in n.attrs or (attr == "data" and n.tag != "object"):
+                    continue
+                url = n.attrs[attr]
+                assert "://" not in url and not url.startswith("//"), (path, url)
+                parts = urlsplit(url)
+                assert not parts.scheme, (path, url)
+                if parts.path:
+                    target = (path.parent / unquote(parts.path)).resolve()
+                    assert target.is_file(), (path, url)
+                    assert out.resolve() in target.parents, (path, url)
+                elif parts.fragment:
+                    assert parts.fragment in ids, (path, url)
+        low = html.lower()
+        assert "<link" not in low and "<img" not in low and "<iframe" not in low
+        assert "@import" not in html
+        assert not re.search(r"url\(\s*['\"]?(?!#)", html), path  # only in-page SVG references
+        # the sort script is the one script, the same everywhere
+        scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, flags=re.S | re.I)
+        assert len(scripts) == 1 and scripts[0].strip() == script.strip(), path
+        assert "fetch(" not in scripts[0] and "XMLHttpRequest" not in scripts[0]
+
+
+def test_label_escaped_on_every_page(site):
+    out, _ = site
+    slug = "script-alert-1-script"
+    must_show = {"index.html", "efficiency.html", "bench/negconstraint.html", f"retriever/{slug}.html",
+                 f"retriever/{slug}/negconstraint-seed0.html"}
+    for path in pages(out):
+        html = path.read_text(encoding="utf-8")
+        rel = str(path.relative_to(out))
+        assert "<script>alert" not in html, rel
+        assert "<b>bold</b>" not in html and "<i>not</i>" not in html and "<em>suite</em>" not in html
+        if rel in must_show:
+            assert XSS_ESC in html, rel
+            assert XSS in parse(html).text(), rel
+    # the histogram title names the row: escaped inside the SVG too
+    bench = (out / "bench/negconstraint.html").read_text()
+    assert f"Score separation: {XSS_ESC}" in bench
+    assert all(re.fullmatch(r"[a-z0-9/.-]+", str(p.relative_to(out))) for p in pages(out))
+
+
+def test_only_svg_is_marked_safe():
+    templates = Path(site_mod.__file__).parent / "templates"
+    for t in templates.glob("*.html"):
+        text = t.read_text()
+        assert "autoescape false" not in text, t
+        for m in re.finditer(r"\{\{([^}]*)\|\s*safe", text):
+            assert m.group(1).strip().endswith(".svg"), (t, m.group(0))
+    assert site_mod._environment().autoescape is True
+
+
+def test_summary_rows_still_per_benchmark(site):
+    _, store = site
+    rows = summary_rows(store)
+    negc_rows = [r for r in rows if r["benchmark"] == "negconstraint"]
+    assert {r["label"] for r in negc_rows} == {"bm25", "dense", "coder-seq", XSS}
+    dense = next(r for r in negc_rows if r["label"] == "dense")
+    assert dense["seeds"] == 2 and list(dense)[-3:] == ["V@2", "FVR@10", "nDCG@10"]
+
+
+def test_store_content_tables(tmp_path):
+    s = Store(tmp_path / "c.sqlite")
+    assert s.queries_of("v") == [] and s.qrels_of("v") == ({}, {})
+    assert s.save_benchmark_content("b", "v", [Query("q2", "second", {"k": "x"}), Query("q1", "first")],
+                                    {"q1": {"d1": 2, "d2": 0}}, {"q1": ["d2", "d3"]})
+    assert not s.save_benchmark_content("b", "v", [Query("q9", "other")], {}, {})  # once per version
+    assert [q["qid"] for q in s.queries_of("v")] == ["q2", "q1"]
+    assert s.queries_of("v")[0]["meta"] == {"k": "x"}
+    rel, viol = s.qrels_of("v")
+    assert rel == {"q1": {"d1": 2, "d2": 0}} and viol == {"q1": {"d2", "d3"}}
+    assert s.save_documents("v", [Document("d1", "x" * 1000, "T")]) == 1
+    assert s.save_documents("v", [Document("d1", "changed", "T2"), ("d2", "", "short")]) == 1
+    docs = s.documents_of("v", ["d1", "d2", "zz"])
+    assert docs["d2"] == ("", "short") and docs["d1"][0] == "T" and len(docs["d1"][1]) == 300
+    assert s.documents_of("other", ["d1"]) == {}
+    s.close()
+    # an older store (no content tables) gains them when opened
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"
+    Store(old).close()
+    conn = sqlite3.connect(old)
+    for t in ("bench_queries", "bench_qrels", "bench_documents"):
+        conn.execute(f"DROP TABLE {t}")
+    conn.commit()
+    conn.close()
+    s2 = Store(old)
+    assert s2.queries_of("v") == [] and s2.documents_of("v", ["d"]) == {}
+    s2.close()
+
+
+def test_runner_saves_content_for_the_drilldown(tmp_path, home, no_network):
+    from tests.test_cli import DOCS, QUERIES, QRELS, invoke, make_beir
+
+    data = make_beir(tmp_path / "tiny-med")
+    assert invoke("run", "bm25", "--benchmark", str(data), "--k", "3").exit_code == 0
+    store = Store(home / "results.sqlite")
+    rec = store.results()[0]
+    version = rec.benchmark_version
+    # the judged queries (not q4) with their texts, the judgments, and the top-10 documents only
+    assert [(q["qid"], q["text"]) for q in store.queries_of(version)] == [(q, QUERIES[q]) for q in ("q1", "q2", "q3")]
+    rel, viol = store.qrels_of(version)
+    assert rel == {q: {d: g for qq, d, g in QRELS if qq == q} for q in ("q1", "q2", "q3")} and viol == {}
+    top = {d for r in store.rankings(rec.id).values() for d, _ in r}
+    docs = store.documents_of(version)
+    assert set(docs) == top and all(docs[d][1] == DOCS[d] for d in docs)
+
+    # an older store without content gains it on the next (skipped) run
+    with store._conn:
+        for t in ("bench_queries", "bench_qrels", "bench_documents"):
+            store._conn.execute(f"DELETE FROM {t}")
+    res = invoke("run", "bm25", "--benchmark", str(data), "--k", "3")
+    assert res.exit_code == 0 and "result exists" in res.output
+    assert len(store.queries_of(version)) == 3 and set(store.documents_of(version)) == top
+
+    out = tmp_path / "site"
+    assert invoke("leaderboard", "--out", str(out)).exit_code == 0
+    page = next((out / "retriever" / "bm25").glob("*.html")).read_text(encoding="utf-8")
+    assert QUERIES["q1"] in page and DOCS["d1"] in page and "✓ satisfying" in page
+    store.close()
+    assert no_network == []

@@ -1,0 +1,145 @@
+"""The generated leaderboard in a real browser (headless Chromium through Playwright).
+
+The site comes from real runs: ``bm25`` and ``dense`` on two constraint diagnostics and a tool
+benchmark from the shared data, then ``beyondsim leaderboard``. The test opens it from disk,
+sorts a column and checks the new order against the stored values, follows links to a benchmark
+page, a retriever page and a per-query drill-down, and asserts that no page logged a console
+error, threw, or asked for anything over the network.
+
+Screenshots of the overview, a benchmark page and the cost page are written to
+``$BEYONDSIM_ARTIFACTS/screenshots`` (default ``test-artifacts/screenshots`` in the repository)
+and their paths printed, so a CI log points at them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.metrics import parse_measure
+from harness.store import Store
+from tests.test_cli import invoke
+
+REPO = Path(__file__).resolve().parent.parent
+BENCHMARKS = ("diag/antonym", "diag/negation", "toolbank/numpy")
+
+
+def artifacts_dir() -> Path:
+    root = Path(os.environ.get("BEYONDSIM_ARTIFACTS") or REPO / "test-artifacts")
+    out = root / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture
+def real_site(home: Path, shared_data: Path) -> tuple[Path, Path]:
+    args = ["run", "bm25", "dense", "--data-dir", str(shared_data)]
+    for b in BENCHMARKS:
+        args += ["-b", b]
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    site = home / "site"
+    res = invoke("leaderboard", "--out", str(site))
+    assert res.exit_code == 0, res.output
+    return home, site
+
+
+def _column(page, table: str, index: int) -> list[str]:
+    return page.eval_on_selector_all(
+        f"table#{table} tbody tr",
+        f"rows => rows.map(r => (r.cells[{index}].getAttribute('data-value') ?? r.cells[{index}].textContent).trim())",
+    )
+
+
+def _shoot(page, name: str) -> Path:
+    path = artifacts_dir() / name
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000  # a rendered page, not a blank canvas
+    print(f"screenshot: {path}")
+    return path
+
+
+def _clean(page) -> None:
+    assert page.console_errors == []
+    assert page.page_errors == []
+    assert page.external_requests == []
+
+
+def test_site_in_browser(real_site, browser_page) -> None:
+    home, site = real_site
+    page = browser_page
+    store = Store(home / "results.sqlite")
+
+    # ---- overview: sort the constraint table by V@2 (lower is better), both directions
+    page.goto((site / "index.html").as_uri())
+    table = "overview-constraint"
+    heads = page.eval_on_selector_all(f"table#{table} thead th", "hs => hs.map(h => h.textContent.trim())")
+    v_col = next(i for i, h in enumerate(heads) if h.startswith("V@2"))
+    label_col = 0
+    labels_before = _column(page, table, label_col)
+    assert sorted(labels_before) == ["bm25", "dense"]
+
+    # the stored V@2 of each retriever, averaged over the suite's benchmarks it ran on
+    expected: dict[str, float] = {}
+    for label in labels_before:
+        vals = [r.measures["V@2"].mean for r in store.results(retriever=label)
+                if r.benchmark in ("diag/antonym", "diag/negation") and "V@2" in r.measures]
+        expected[label] = sum(vals) / len(vals)
+    assert not parse_measure("V@2").higher_is_better
+    # the page starts ranked best first (lowest V@2)
+    assert labels_before == sorted(expected, key=expected.get)
+
+    header = page.locator(f"table#{table} thead th").nth(v_col)
+    # the overview starts ranked by V@2 ascending, so the first click reverses the order
+    assert header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    assert header.get_attribute("aria-sort") == "descending"
+    values = [float(v) for v in _column(page, table, v_col)]
+    assert values == sorted(values, reverse=True)
+    assert _column(page, table, label_col) == sorted(expected, key=expected.get, reverse=True)
+    for label, v in zip(_column(page, table, label_col), values):
+        assert v == pytest.approx(expected[label], abs=1e-9)
+    header.click()
+    assert header.get_attribute("aria-sort") == "ascending"
+    assert _column(page, table, label_col) == sorted(expected, key=expected.get)
+    assert [float(v) for v in _column(page, table, v_col)] == sorted(values)
+    # sort by label text, then back: the text sort is alphabetical
+    page.locator(f"table#{table} thead th").nth(label_col).click()
+    assert _column(page, table, label_col) == ["bm25", "dense"]
+    _shoot(page, "overview.png")
+    _clean(page)
+
+    # ---- follow the link to a benchmark page
+    page.click("a[href='bench/diag-antonym.html']")
+    page.wait_for_load_state()
+    assert page.url.endswith("/bench/diag-antonym.html")
+    assert "diag/antonym" in page.locator("h1").inner_text()
+    assert page.locator("table#results tbody tr").count() == 2
+    assert page.locator("svg[data-plot='line']").count() >= 1  # the violation-survival curves
+    _shoot(page, "benchmark.png")
+    _clean(page)
+
+    # ---- a retriever page, then the per-query drill-down of its diag/antonym result
+    page.click("table#results a[href$='retriever/dense.html']")
+    page.wait_for_load_state()
+    assert page.url.endswith("/retriever/dense.html")
+    page.click("a[href$='dense/diag-antonym-seed0.html']")
+    page.wait_for_load_state()
+    assert "/retriever/dense/" in page.url
+    rec = next(r for r in store.results(retriever="dense", benchmark="diag/antonym", full=True))
+    first_qid = sorted(rec.rankings)[0]
+    body = page.locator("body").inner_text()
+    assert first_qid in body
+    # the drill-down shows the stored top documents with their judgment marks
+    top_doc = rec.rankings[first_qid][0][0]
+    assert top_doc in body
+    assert page.locator(".mark-violating, [data-mark='violating']").count() > 0
+    _clean(page)
+
+    # ---- the cost page
+    page.goto((site / "efficiency.html").as_uri())
+    assert page.locator("table#efficiency-results tbody tr").count() == 2 * len(BENCHMARKS)
+    _shoot(page, "cost.png")
+    _clean(page)
