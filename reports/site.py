@@ -800,7 +800,10 @@ def _separation(s: BenchmarkSection) -> list[dict[str, Any]]:
             model = str(d.get("model", role))
             margins = [float(v) for v in d["margins"].values() if _finite(v)]
             name = f"{model} ({word})"
-            hist.append((name, margins))
+            # an artifact directory is named by its last component in the legend (the full
+            # path stays in the table below)
+            short = model.rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", "~", ".")) else model
+            hist.append((f"{word}: {short}", margins))
             stats.append({"name": name, "queries": str(d.get("queries", len(margins))),
                           "mean": fmt_num(d.get("margin_mean"), 3), "median": fmt_num(d.get("margin_median"), 3),
                           "positive": fmt_num(d.get("positive_share"), 3)})

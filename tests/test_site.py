@@ -482,7 +482,7 @@ def test_score_separation_and_heatmaps(site):
     svg = figs[0].find("svg")
     assert svg.attrs.get("data-plot") == "histogram"
     groups = {r.attrs.get("data-group") for r in svg.iter("rect", "bar")}
-    assert groups == {"trained-<b>enc</b> (trained)", "base-enc (base)"}
+    assert groups == {"trained: trained-<b>enc</b>", "base: base-enc"}
     stats = sep.find("table", "separation-stats")
     _, srows = table_rows(stats)
     assert [c.text() for c in srows[0]] == ["trained-<b>enc</b> (trained)", "4", "0.200", "0.150", "0.750"]
