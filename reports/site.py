@@ -78,7 +78,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from harness.ledger import call_totals, phase_totals
 from harness.metrics import group_by, parse_measure
-from harness.stats import holm, paired_randomization_test
+from harness.stats import holm, paired_randomization_tests
 from harness.store import BenchmarkInfo, ResultRecord, Store
 
 from . import plots
@@ -475,7 +475,8 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
     [Comparison]}`` and ``{measure: {"dense"/"baseline": reference row}}``."""
     out: dict[tuple[int, str], list[Comparison]] = {}
     refs: dict[str, dict[str, int]] = {}
-    cache: dict[tuple[int, int, str], float] = {}
+    plans: list[tuple[str, str, str, int, list[int], dict[int, float], bool]] = []
+    needed: dict[tuple[int, int, str], int] = {}  # the two-sided test is symmetric: one per pair
     for m in measures:
         higher = measure_higher_is_better(m)
         means = {i: g.measure(m).mean for i, g in enumerate(groups)}
@@ -490,24 +491,23 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
             ref = chosen[kind]
             if ref is None:
                 continue
-            raw: dict[str, float] = {}
+            plans.append((m, kind, symbol, ref, cands, fin, higher))
             for i in cands:
-                if i == ref:
-                    continue
-                ck = (min(i, ref), max(i, ref), m)  # the two-sided test is symmetric
-                if ck not in cache:
-                    cache[ck] = paired_randomization_test(per_query[i][m], per_query[ref][m],
-                                                          n_resamples=n_resamples, seed=0)
-                raw[str(i)] = cache[ck]
-            adjusted = holm(raw)
-            family = sum(1 for p in raw.values() if p == p)
-            for key, p in raw.items():
-                i = int(key)
-                if p != p:
-                    continue
-                out.setdefault((i, m), []).append(Comparison(
-                    kind, symbol, groups[ref].display, p, adjusted[key], family,
-                    _better(fin[i], fin[ref], higher)))
+                if i != ref:
+                    needed.setdefault((min(i, ref), max(i, ref), m), len(needed))
+    pairs = [(per_query[i][m], per_query[r][m]) for (i, r, m) in needed]
+    pvalues = paired_randomization_tests(pairs, n_resamples=n_resamples, seed=0)
+    for m, kind, symbol, ref, cands, fin, higher in plans:
+        raw = {str(i): pvalues[needed[(min(i, ref), max(i, ref), m)]] for i in cands if i != ref}
+        adjusted = holm(raw)
+        family = sum(1 for p in raw.values() if p == p)
+        for key, p in raw.items():
+            i = int(key)
+            if p != p:
+                continue
+            out.setdefault((i, m), []).append(Comparison(
+                kind, symbol, groups[ref].display, p, adjusted[key], family,
+                _better(fin[i], fin[ref], higher)))
     return out, refs
 
 

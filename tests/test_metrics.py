@@ -183,3 +183,22 @@ def test_benchmark_query_groups() -> None:
     groups = b.query_groups()
     # category qualifies (2 values over 6 judged queries); pair_id is an identifier (6 values), position is not a string
     assert groups == {"category": {f"q{i}": ("A" if i % 2 else "B") for i in range(6)}}
+
+
+def test_batched_randomization_tests_equal_single_tests() -> None:
+    from harness.stats import paired_randomization_test, paired_randomization_tests
+
+    rng = np.random.default_rng(3)
+    qids = [f"q{i}" for i in range(57)]
+    cols = [{q: float(v) for q, v in zip(qids, rng.integers(0, 2, len(qids)))} for _ in range(4)]  # ties
+    cols += [{q: float(v) for q, v in zip(qids, rng.normal(0.5, 0.2, len(qids)))} for _ in range(3)]
+    cols.append({q: v + 0.3 for q, v in cols[-1].items()})  # a clear difference
+    partial = {q: v for q, v in list(cols[0].items())[:30]}  # another key set
+    pairs = [(cols[i], cols[j]) for i in range(len(cols)) for j in range(len(cols)) if i != j]
+    pairs += [(partial, cols[1]), (cols[2], partial), (cols[3], cols[3]), ({}, cols[0])]
+    batched = paired_randomization_tests(pairs, n_resamples=2000, seed=7)
+    single = [paired_randomization_test(a, b, n_resamples=2000, seed=7) for a, b in pairs]
+    assert batched[:-1] == single[:-1]
+    assert np.isnan(batched[-1]) and np.isnan(single[-1])
+    assert batched[-2] == 1.0
+    assert min(batched[:-2]) < 0.05 < max(batched[:-2])  # a mix of clear and null differences
