@@ -1126,6 +1126,37 @@ def _write(path: Path, html: str) -> None:
     tmp.replace(path)
 
 
+# the list of pages a render wrote, so the next render into the same folder removes the pages that
+# no longer exist (a retriever renamed, a result deleted) and nothing else in the folder
+MANIFEST = ".beyondsim-site.json"
+
+
+def _prune(out_dir: Path, written: set[str]) -> list[str]:
+    """Delete the pages the previous render listed that this one did not write; return them."""
+    try:
+        previous = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("pages", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    removed = []
+    root = out_dir.resolve()
+    for rel in previous:
+        if not isinstance(rel, str) or rel in written or not rel.endswith(".html"):
+            continue
+        path = (out_dir / rel).resolve()
+        if root not in path.parents or not path.is_file():
+            continue  # never outside the site folder
+        path.unlink()
+        removed.append(rel)
+        for parent in path.parents:
+            if parent == root or root not in parent.parents:
+                break
+            try:
+                parent.rmdir()  # only when empty
+            except OSError:
+                break
+    return removed
+
+
 def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderboard",
                 generated_at: _dt.datetime | None = None, n_resamples: int = N_RESAMPLES) -> Path:
     """Write the site (see the module docstring for its pages) and return the path of ``index.html``."""
@@ -1145,8 +1176,11 @@ def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderbo
         "harness_versions": sorted({r.harness_version for r in records}),
     }
 
+    written: set[str] = set()
+
     def page(template: str, path: Path, root: str, **ctx: Any) -> None:
         _write(path, env.get_template(template).render(**common, root=root, **ctx))
+        written.add(path.relative_to(out_dir).as_posix())
 
     # slugs: benchmarks (collect), retrievers, drill-down pages
     rused: set[str] = set()
@@ -1254,4 +1288,6 @@ def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderbo
     overview = _suite_tables(sections, suite_table, rslug)
     page("index.html", out_dir / "index.html", "", suites=overview, benchmarks=bench_links,
          sweep_benchmarks=sweep_links, retrievers=retriever_links)
+    _prune(out_dir, written)
+    _write(out_dir / MANIFEST, json.dumps({"generated": common["generated_iso"], "pages": sorted(written)}, indent=1))
     return out_dir / "index.html"

@@ -21,6 +21,7 @@ from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, resu
 from harness.types import Document, Query
 from reports import plots, render_site, summary_rows
 from reports import site as site_mod
+from reports.site import MANIFEST
 
 HV = "0.1.0"
 XSS = "<script>alert(1)</script>"
@@ -714,3 +715,25 @@ def test_runner_saves_content_for_the_drilldown(tmp_path, home, no_network):
     assert QUERIES["q1"] in page and DOCS["d1"] in page and "✓ satisfying" in page
     store.close()
     assert no_network == []
+
+
+def test_rerender_removes_stale_pages_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "suites", lambda: SUITES)
+    store = build_store(tmp_path / "results.sqlite")
+    out = tmp_path / "out"
+    render_site(store, out, generated_at=GENERATED, n_resamples=200)
+    (out / "notes.html").write_text("mine")  # a file the site did not write
+    (out / "retriever" / "extra.html").write_text("mine")
+    before = {str(p.relative_to(out)) for p in pages(out)}
+    coder = [r for r in store.results() if r.label == "coder-seq"]
+    assert len(coder) == 1
+    store.delete(coder[0].key)
+    render_site(store, out, generated_at=GENERATED, n_resamples=200)
+    after = {str(p.relative_to(out)) for p in pages(out)}
+    assert before - after == {"retriever/coder-seq.html", "retriever/coder-seq/negconstraint-seed0.html"}
+    assert after - before == set()
+    assert not (out / "retriever" / "coder-seq").exists()  # its emptied folder too
+    assert (out / "notes.html").read_text() == "mine" and (out / "retriever" / "extra.html").exists()
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert set(manifest["pages"]) == after - {"notes.html", "retriever/extra.html"}
+    store.close()
