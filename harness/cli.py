@@ -952,16 +952,17 @@ def import_cmd(
                                             "know yet, to check its version (else BEYONDSIM_DATA, else ../shared/data)."),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Merge results exported elsewhere. Each result's benchmark version must match this store's
-    (or, for a benchmark the store does not know, the local copy's); a mismatch refuses the whole
-    file before anything is written, unless --skip-mismatched. A benchmark that cannot be loaded
-    here is accepted on the line's own benchmark description, with a warning."""
-    from .store import ImportedLine, iter_export
+    """Merge results exported elsewhere, with the drill-down content (query texts, judgments,
+    top-10 document snippets) the export carries. Each line's benchmark version must match this
+    store's (or, for a benchmark the store does not know, the local copy's); a mismatch refuses
+    the whole file before anything is written, unless --skip-mismatched. A benchmark that cannot
+    be loaded here is accepted on the results' own benchmark description, with a warning."""
+    from .store import ImportedContent, ImportedLine, iter_export
 
     source = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            items: list[ImportedLine] = list(iter_export(sys.stdin, source))
+            items: list[ImportedLine | ImportedContent] = list(iter_export(sys.stdin, source))
         else:
             with open(path, encoding="utf-8") as f:
                 items = list(iter_export(f, source))
@@ -982,14 +983,27 @@ def import_cmd(
     accepted, refused, warnings, local_infos = _verify_imports(items, known, default_data_dir(data_dir))
     for w in warnings:
         console.print(Text("warning: ", style="bold yellow") + Text(w), soft_wrap=True)
+    n_results = sum(isinstance(it, ImportedLine) for it in items)
+    n_contents = len(items) - n_results
+    refused_results = n_results - sum(isinstance(it, ImportedLine) for it in accepted)
+    refused_contents = n_contents - sum(isinstance(it, ImportedContent) for it in accepted)
     if refused and not skip_mismatched:
-        fail(f"refusing to import {source}: the benchmark version of {len(refused)} of {len(items)} result(s) "
-             "does not check out; nothing was imported (--skip-mismatched imports the others):\n"
-             + "\n".join(f"  - {r}" for r in refused))
+        what = " and ".join(x for x in (refused_results and f"{refused_results} of {n_results} result(s)",
+                                         refused_contents and f"{refused_contents} of {n_contents} benchmark "
+                                         "content line(s)") if x)
+        fail(f"refusing to import {source}: the benchmark version of {what} does not check out; nothing was "
+             "imported (--skip-mismatched imports the others):\n" + "\n".join(f"  - {r}" for r in refused))
     added = present = 0
+    content_lines = content_versions = docs_added = 0
     if accepted:
         with Store(store_path) as store:
             for it in accepted:
+                if isinstance(it, ImportedContent):
+                    wrote, n_docs = it.save(store)
+                    content_lines += 1
+                    content_versions += wrote
+                    docs_added += n_docs
+                    continue
                 rec = it.record
                 ident = (rec.benchmark, rec.benchmark_version)
                 if ident not in have_info:
@@ -1002,9 +1016,16 @@ def import_cmd(
                     continue
                 store.save(rec)
                 added += 1
-    console.print(f"imported {added} result(s), {present} already present", highlight=False)
+    msg = f"imported {added} result(s), {present} already present"
+    if content_lines:
+        msg += (f"; drill-down content: queries and judgments of {content_versions} benchmark version(s) and "
+                f"{docs_added} document snippet(s) added")
+    console.print(msg, highlight=False, soft_wrap=True)
     if refused:
-        console.print(f"skipped {len(refused)} mismatched result(s):\n" + "\n".join(f"  - {r}" for r in refused),
+        what = " and ".join(x for x in (refused_results and f"{refused_results} mismatched result(s)",
+                                         refused_contents and f"{refused_contents} mismatched benchmark content "
+                                         "line(s)") if x)
+        console.print(f"skipped {what}:\n" + "\n".join(f"  - {r}" for r in refused),
                       highlight=False, soft_wrap=True, markup=False)
 
 
@@ -1018,16 +1039,20 @@ def _load_for_check(name: str, root: Path) -> Any:
 
 
 def _verify_imports(items: list, known: dict[str, set[str]], root: Path) -> tuple[list, list[str], list[str], dict]:
-    """Check each imported result's benchmark version against this store's versions of that
-    benchmark, or, when the store does not know it, the version of the local copy. Returns the
-    accepted lines, a message per refused one (file:line, key, benchmark, both versions), warnings
-    for benchmarks accepted unverified, and the descriptions of the local copies that were loaded."""
+    """Check each imported line's benchmark version against this store's versions of that
+    benchmark, or, when the store does not know it, the version of the local copy. A benchmark
+    that cannot be loaded here: a result is accepted on the benchmark description it carries, a
+    content line when a result of its version was. Returns the accepted lines (in file order), a
+    message per refused one (file:line, what it is, benchmark, both versions), warnings for
+    benchmarks accepted unverified, and the descriptions of the local copies that were loaded."""
     from .data import DataError
     from .runner import benchmark_info
+    from .store import ImportedContent
 
     versions: dict[str, tuple[set[str] | None, str]] = {}
     local_infos: dict[tuple[str, str], Any] = {}
-    for name in dict.fromkeys(it.record.benchmark for it in items):
+    names = (it.benchmark if isinstance(it, ImportedContent) else it.record.benchmark for it in items)
+    for name in dict.fromkeys(names):
         if name in known:
             versions[name] = (known[name], "this store has")
             continue
@@ -1040,9 +1065,12 @@ def _verify_imports(items: list, known: dict[str, set[str]], root: Path) -> tupl
         versions[name] = ({bench.version}, "the local copy of the benchmark has")
         info = benchmark_info(bench)
         local_infos[(info.name, info.version)] = info
-    accepted, refused, warnings = [], [], []
+    warnings: list[str] = []
+    refused_at: dict[int, str] = {}
     warned: set[tuple[str, str]] = set()
     for it in items:
+        if isinstance(it, ImportedContent):
+            continue
         rec = it.record
         what = f"{it.where}: result {rec.key} ({rec.label}, seed {rec.seed}) on benchmark {rec.benchmark}"
         ok, why = versions[rec.benchmark]
@@ -1051,8 +1079,9 @@ def _verify_imports(items: list, known: dict[str, set[str]], root: Path) -> tupl
             if info is None or (info.name, info.version) != (rec.benchmark, rec.benchmark_version):
                 carried = ("no benchmark_info" if info is None else
                            f"a benchmark_info of {info.name} version {info.version}, not of this result's benchmark")
-                refused.append(f"{what} version {rec.benchmark_version} cannot be verified: the benchmark is not in "
-                               f"this store and cannot be loaded here ({why}), and the line carries {carried}")
+                refused_at[id(it)] = (f"{what} version {rec.benchmark_version} cannot be verified: the benchmark is "
+                                      f"not in this store and cannot be loaded here ({why}), and the line carries "
+                                      f"{carried}")
                 continue
             if (rec.benchmark, rec.benchmark_version) not in warned:
                 warned.add((rec.benchmark, rec.benchmark_version))
@@ -1060,10 +1089,23 @@ def _verify_imports(items: list, known: dict[str, set[str]], root: Path) -> tupl
                                 f"not in this store and cannot be loaded here ({why}); accepted on the exported "
                                 "benchmark description")
         elif rec.benchmark_version not in ok:
-            refused.append(f"{what} was computed on version {rec.benchmark_version}, but {why} version(s) "
-                           f"{', '.join(sorted(ok))}; refusing to mix")
+            refused_at[id(it)] = (f"{what} was computed on version {rec.benchmark_version}, but {why} version(s) "
+                                  f"{', '.join(sorted(ok))}; refusing to mix")
+    for it in items:
+        if not isinstance(it, ImportedContent):
             continue
-        accepted.append(it)
+        what = f"{it.where}: drill-down content of benchmark {it.benchmark}"
+        ok, why = versions[it.benchmark]
+        if ok is None:
+            if (it.benchmark, it.benchmark_version) not in warned:
+                refused_at[id(it)] = (f"{what} version {it.benchmark_version} cannot be verified: the benchmark is "
+                                      f"not in this store and cannot be loaded here ({why}), and no result of that "
+                                      "version in this file carries its description")
+        elif it.benchmark_version not in ok:
+            refused_at[id(it)] = (f"{what} is of version {it.benchmark_version}, but {why} version(s) "
+                                  f"{', '.join(sorted(ok))}; refusing to mix")
+    accepted = [it for it in items if id(it) not in refused_at]
+    refused = [refused_at[id(it)] for it in items if id(it) in refused_at]
     return accepted, refused, warnings, local_infos
 
 

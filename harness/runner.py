@@ -30,11 +30,10 @@ from .metrics import evaluate, parse_measure
 from .protocols import NullProgress, Progress, RunContext, Trainable, missing_protocol_members
 from .registry import RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate
 from .stats import bootstrap_ci
-from .store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from .types import Benchmark
 
 DEFAULT_K = 100
-CONTENT_DEPTH = 10  # documents kept (title + snippet) per stored ranking, for the drill-down
 # Measures computed for every result of a task family, beside the benchmark's defaults.
 TASK_MEASURES: dict[str, tuple[str, ...]] = {
     "constraint": tuple(f"V@{k}" for k in range(1, 11)) + ("FVR@10", "nDCG@10", "MAP@10", "R@1", "R@5",

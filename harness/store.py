@@ -19,9 +19,13 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Iterable, Iterator, Mapping, TextIO
 
-EXPORT_SCHEMA = 1
+EXPORT_SCHEMA = 2  # 2: adds the "benchmark_content" lines (drill-down content); result lines as in 1
+IMPORT_SCHEMAS = (1, 2)
+CONTENT_KIND = "benchmark_content"
+CONTENT_DEPTH = 10  # documents kept (title + snippet) per stored ranking, for the drill-down
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -461,24 +465,39 @@ class Store:
     # -- export / import -------------------------------------------------------------------------
 
     def export_jsonl(self, out: TextIO, *, benchmark: str | None = None, retriever: str | None = None) -> int:
-        """One JSON object per result, per-query measures and rankings included."""
+        """One JSON object per result, per-query measures and rankings included; before the first
+        result of each benchmark version, one ``benchmark_content`` line (:func:`export_content`)
+        when this store keeps drill-down content for it. Returns the number of results."""
         bench = {(b.name, b.version): b for b in self.benchmarks()}
+        records = self.results(benchmark=benchmark, retriever=retriever, full=True)
+        top: dict[tuple[str, str], set[str]] = {}
+        for rec in records:
+            ids = top.setdefault((rec.benchmark, rec.benchmark_version), set())
+            ids.update(d for r in rec.rankings.values() for d, _ in r[:CONTENT_DEPTH])
+        written: set[tuple[str, str]] = set()
         n = 0
-        for rec in self.results(benchmark=benchmark, retriever=retriever, full=True):
+        for rec in records:
+            ident = (rec.benchmark, rec.benchmark_version)
+            if ident not in written:
+                written.add(ident)
+                content = export_content(self, rec.benchmark, rec.benchmark_version, top[ident])
+                if content is not None:
+                    out.write(json.dumps(content, sort_keys=True) + "\n")
             d = export_record(rec)
-            b = bench.get((rec.benchmark, rec.benchmark_version))
+            b = bench.get(ident)
             if b is not None:
                 d["benchmark_info"] = b.__dict__
             out.write(json.dumps(d, sort_keys=True) + "\n")
             n += 1
         return n
 
-    def iter_records_jsonl(self, lines: Iterable[str], source: str = "<input>") -> Iterator["ImportedLine"]:
+    def iter_records_jsonl(self, lines: Iterable[str],
+                           source: str = "<input>") -> Iterator["ImportedLine | ImportedContent"]:
         """The lines of an export (:func:`iter_export`)."""
         return iter_export(lines, source)
 
 
-def iter_export(lines: Iterable[str], source: str = "<input>") -> Iterator["ImportedLine"]:
+def iter_export(lines: Iterable[str], source: str = "<input>") -> Iterator["ImportedLine | ImportedContent"]:
     """Every non-blank line of an export, parsed and checked (:func:`import_line`); a bad line
     raises ValueError naming ``source:line``."""
     for lineno, line in enumerate(lines, 1):
@@ -495,6 +514,64 @@ def export_record(rec: ResultRecord) -> dict[str, Any]:
     d["measures"] = {m: dict(v.__dict__) for m, v in rec.measures.items()}
     d["rankings"] = {q: [[doc, s] for doc, s in r] for q, r in rec.rankings.items()}
     return d
+
+
+def export_content(store: Store, benchmark: str, version: str, doc_ids: Iterable[str]) -> dict[str, Any] | None:
+    """The drill-down content of one benchmark version as an export line of kind
+    :data:`CONTENT_KIND`: its queries (in order), its judgments and the stored documents among
+    ``doc_ids``; ``None`` when this store keeps none of these for the version."""
+    queries = store.queries_of(version)
+    rel, viol = store.qrels_of(version)
+    docs = store.documents_of(version, sorted(set(doc_ids)))
+    if not queries and not rel and not viol and not docs:
+        return None
+    qrels: dict[tuple[str, str], dict[str, Any]] = {}
+    for q, grades in rel.items():
+        for d, g in grades.items():
+            qrels[(q, d)] = {"qid": q, "docid": d, "grade": g, "violating": False}
+    for q, ds in viol.items():
+        for d in ds:
+            qrels.setdefault((q, d), {"qid": q, "docid": d, "grade": None, "violating": False})["violating"] = True
+    return {
+        "schema": EXPORT_SCHEMA, "kind": CONTENT_KIND, "benchmark": benchmark, "benchmark_version": version,
+        "queries": [{"qid": q["qid"], "text": q["text"], "meta": q["meta"]} for q in queries],
+        "qrels": [qrels[k] for k in sorted(qrels)],
+        "documents": [{"docid": d, "title": t, "snippet": sn} for d, (t, sn) in sorted(docs.items())],
+    }
+
+
+@dataclass
+class ImportedContent:
+    """One ``benchmark_content`` line of an export: a benchmark version's queries, judgments and
+    document snippets for the drill-down, and where it was read from."""
+
+    benchmark: str
+    benchmark_version: str
+    queries: list[dict[str, Any]]
+    qrels: list[dict[str, Any]]
+    documents: list[dict[str, Any]]
+    source: str
+    lineno: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.lineno}"
+
+    def save(self, store: Store) -> tuple[bool, int]:
+        """Write into ``store`` what it does not have yet (the queries and judgments once per
+        version, documents by id); returns (queries and judgments written, documents added)."""
+        rel: dict[str, dict[str, int | None]] = {}
+        viol: dict[str, list[str]] = {}
+        for r in self.qrels:
+            if r["grade"] is not None or not r["violating"]:
+                rel.setdefault(r["qid"], {})[r["docid"]] = r["grade"]
+            if r["violating"]:
+                viol.setdefault(r["qid"], []).append(r["docid"])
+        queries = [SimpleNamespace(id=q["qid"], text=q["text"], meta=q.get("meta", {})) for q in self.queries]
+        wrote = store.save_benchmark_content(self.benchmark, self.benchmark_version, queries, rel, viol)
+        added = store.save_documents(self.benchmark_version,
+                                     [(d["docid"], d["title"], d["snippet"]) for d in self.documents])
+        return wrote, added
 
 
 @dataclass
@@ -583,9 +660,69 @@ def _benchmark_info(d: Any) -> BenchmarkInfo | None:
                          dict(d.get("stats", {})), d.get("description", ""), d.get("source", ""), d.get("license", ""))
 
 
-def import_line(line: str, source: str, lineno: int) -> ImportedLine:
+_CONTENT_FIELDS: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "benchmark": (str,), "benchmark_version": (str,), "queries": (list,), "qrels": (list,),
+    "documents": (list,),
+}
+_CONTENT_ITEMS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {  # field: (types, required)
+    "queries": {"qid": ((str,), True), "text": ((str,), True), "meta": ((dict,), False)},
+    "qrels": {"qid": ((str,), True), "docid": ((str,), True), "grade": ((int, type(None)), True),
+              "violating": ((bool,), True)},
+    "documents": {"docid": ((str,), True), "title": ((str,), True), "snippet": ((str,), True)},
+}
+
+
+def _check_content(d: dict[str, Any]) -> None:
+    """Raise ValueError naming the first field of a ``benchmark_content`` line that is absent or malformed."""
+    unknown = sorted(set(d) - set(_CONTENT_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    for f, types in _CONTENT_FIELDS.items():
+        if f not in d:
+            raise ValueError(f"missing field {f!r}")
+        if not _is(d[f], types):
+            raise ValueError(f"field {f!r} must be {' or '.join(t.__name__ for t in types)}, "
+                             f"got {type(d[f]).__name__}")
+    if not d["benchmark"] or not d["benchmark_version"]:
+        raise ValueError("benchmark and benchmark_version must not be empty")
+    for part, spec in _CONTENT_ITEMS.items():
+        for i, x in enumerate(d[part]):
+            if not isinstance(x, dict):
+                raise ValueError(f"{part}[{i}] must be an object, got {type(x).__name__}")
+            extra = sorted(set(x) - set(spec))
+            if extra:
+                raise ValueError(f"{part}[{i}]: unknown field(s) {', '.join(extra)}")
+            for f, (types, required) in spec.items():
+                if f not in x:
+                    if required:
+                        raise ValueError(f"{part}[{i}]: missing field {f!r}")
+                elif not _is(x[f], types):
+                    raise ValueError(f"{part}[{i}]: field {f!r} must be "
+                                     f"{' or '.join('null' if t is type(None) else t.__name__ for t in types)}, "
+                                     f"got {type(x[f]).__name__}")
+    for part, key in (("queries", ("qid",)), ("qrels", ("qid", "docid")), ("documents", ("docid",))):
+        seen: set[tuple[str, ...]] = set()
+        for i, x in enumerate(d[part]):
+            k = tuple(x[f] for f in key)
+            if k in seen:
+                raise ValueError(f"{part}[{i}]: duplicate {'/'.join(key)} {'/'.join(k)!r}")
+            seen.add(k)
+
+
+def _import_content(d: dict[str, Any], source: str, lineno: int) -> ImportedContent:
+    where = f"{source}:{lineno}"
+    try:
+        _check_content(d)
+    except ValueError as e:
+        raise ValueError(f"{where}: malformed benchmark content line: {e}") from None
+    return ImportedContent(d["benchmark"], d["benchmark_version"], d["queries"], d["qrels"], d["documents"],
+                           source, lineno)
+
+
+def import_line(line: str, source: str, lineno: int) -> ImportedLine | ImportedContent:
     """Parse and check one exported line; ValueError naming ``source:lineno`` when it is not a
-    well-formed result of export schema :data:`EXPORT_SCHEMA`."""
+    well-formed line of an export schema in :data:`IMPORT_SCHEMAS`: a result (any schema) or, from
+    schema 2 on, a ``benchmark_content`` line (:class:`ImportedContent`)."""
     where = f"{source}:{lineno}"
     try:
         d = json.loads(line)
@@ -593,9 +730,15 @@ def import_line(line: str, source: str, lineno: int) -> ImportedLine:
         raise ValueError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(d, dict):
         raise ValueError(f"{where}: expected one JSON object per line, got {type(d).__name__}")
-    if d.get("schema") != EXPORT_SCHEMA:
-        raise ValueError(f"{where}: unsupported export schema {d.get('schema')!r} (expected {EXPORT_SCHEMA})")
+    schema = d.get("schema")
+    if not _is(schema, (int,)) or schema not in IMPORT_SCHEMAS:
+        raise ValueError(f"{where}: unsupported export schema {schema!r} "
+                         f"(expected {' or '.join(map(str, IMPORT_SCHEMAS))})")
     d.pop("schema")
+    if schema >= 2 and "kind" in d:
+        if d["kind"] == CONTENT_KIND:
+            return _import_content(d, source, lineno)
+        raise ValueError(f"{where}: unknown line kind {d['kind']!r} (expected {CONTENT_KIND!r} or a result)")
     info = d.pop("benchmark_info", None)
     try:
         _check_record(d)
@@ -608,8 +751,11 @@ def import_line(line: str, source: str, lineno: int) -> ImportedLine:
 
 
 def import_record(line: str, source: str, lineno: int) -> ResultRecord:
-    """The result of one exported line (see :func:`import_line`)."""
-    return import_line(line, source, lineno).record
+    """The result of one exported line (see :func:`import_line`); ValueError for a content line."""
+    it = import_line(line, source, lineno)
+    if not isinstance(it, ImportedLine):
+        raise ValueError(f"{source}:{lineno}: a {CONTENT_KIND} line, not a result")
+    return it.record
 
 
 def open_store(home: Path) -> Store:

@@ -79,7 +79,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from harness.ledger import call_totals, phase_totals
 from harness.metrics import group_by, parse_measure
 from harness.stats import holm, paired_randomization_tests
-from harness.store import BenchmarkInfo, ResultRecord, Store
+from harness.store import CONTENT_DEPTH, BenchmarkInfo, ResultRecord, Store
 
 from . import plots
 
@@ -105,7 +105,7 @@ N_RESAMPLES = 10_000
 MARK_DENSE, MARK_BASELINE = "†", "‡"
 # Drill-down pages.
 DRILLDOWN_QUERIES = 200
-DRILLDOWN_DEPTH = 10
+DRILLDOWN_DEPTH = CONTENT_DEPTH  # the documents the runner keeps and an export carries
 # Sensitivity heatmaps: these measures when a sweep has them, else its first two.
 SWEEP_MEASURES = ("R@10", "FVR@10")
 

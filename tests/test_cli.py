@@ -79,9 +79,9 @@ def test_run_skip_force_export_audit_leaderboard(dataset: Path, home: Path, tmp_
 
     exp = invoke("export", "-")
     lines = [json.loads(line) for line in exp.stdout.splitlines() if line.strip()]
-    assert len(lines) == 4
-    first = lines[0]
-    assert first["schema"] == 1 and "per_query" in first and first["per_query"]["nDCG@10"]
+    assert [d.get("kind") for d in lines] == ["benchmark_content"] + [None] * 4  # one benchmark version
+    first = lines[1]
+    assert first["schema"] == 2 and "per_query" in first and first["per_query"]["nDCG@10"]
     assert first["rankings"] and first["benchmark_info"]["task"] == "topical"
 
     audit = invoke("audit", "--format", "json")
@@ -118,7 +118,7 @@ def test_import_roundtrip_and_version_refusal(dataset: Path, home: Path, tmp_pat
     res = CliRunner().invoke(app, ["import", str(dump), "--home", str(other)])
     assert "1 already present" in res.output
     # a result computed on another version of the benchmark is refused
-    rec = json.loads(dump.read_text().splitlines()[0])
+    rec = next(d for d in map(json.loads, dump.read_text().splitlines()) if "kind" not in d)
     rec["benchmark_version"], rec["key"] = "0" * 16, "x" * 24
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(rec) + "\n")
