@@ -201,3 +201,24 @@ def browser_page(_chromium: Any) -> Iterator[Any]:
     finally:
         context.close()
 
+
+
+# --------------------------------------------------------------------------------------------
+# screenshots taken by browser tests, listed at the end of the test output
+
+_SCREENSHOTS = pytest.StashKey[list]()
+
+
+@pytest.fixture
+def screenshot_log(request: pytest.FixtureRequest) -> list[Path]:
+    """Append the path of every screenshot a test writes; the run's summary lists them."""
+    return request.config.stash.setdefault(_SCREENSHOTS, [])
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    shots = config.stash.get(_SCREENSHOTS, [])
+    if shots:
+        terminalreporter.section("screenshots")
+        for p in shots:
+            size = p.stat().st_size if p.exists() else 0
+            terminalreporter.write_line(f"{p} ({size:,} bytes)")

@@ -8,7 +8,7 @@ error, threw, or asked for anything over the network.
 
 Screenshots of the overview, a benchmark page and the cost page are written to
 ``$BEYONDSIM_ARTIFACTS/screenshots`` (default ``test-artifacts/screenshots`` in the repository)
-and their paths printed, so a CI log points at them.
+and listed in the test run's summary, so a CI log points at them.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ def _column(page, table: str, index: int) -> list[str]:
     )
 
 
-def _shoot(page, name: str) -> Path:
+def _shoot(page, name: str, log: list[Path]) -> Path:
     path = artifacts_dir() / name
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000  # a rendered page, not a blank canvas
-    print(f"screenshot: {path}")
+    log.append(path)
     return path
 
 
@@ -67,7 +67,7 @@ def _clean(page) -> None:
     assert page.external_requests == []
 
 
-def test_site_in_browser(real_site, browser_page) -> None:
+def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     home, site = real_site
     page = browser_page
     store = Store(home / "results.sqlite")
@@ -108,7 +108,7 @@ def test_site_in_browser(real_site, browser_page) -> None:
     # sort by label text, then back: the text sort is alphabetical
     page.locator(f"table#{table} thead th").nth(label_col).click()
     assert _column(page, table, label_col) == ["bm25", "dense"]
-    _shoot(page, "overview.png")
+    _shoot(page, "overview.png", screenshot_log)
     _clean(page)
 
     # ---- follow the link to a benchmark page
@@ -118,7 +118,7 @@ def test_site_in_browser(real_site, browser_page) -> None:
     assert "diag/antonym" in page.locator("h1").inner_text()
     assert page.locator("table#results tbody tr").count() == 2
     assert page.locator("svg[data-plot='line']").count() >= 1  # the violation-survival curves
-    _shoot(page, "benchmark.png")
+    _shoot(page, "benchmark.png", screenshot_log)
     _clean(page)
 
     # ---- a retriever page, then the per-query drill-down of its diag/antonym result
@@ -141,5 +141,5 @@ def test_site_in_browser(real_site, browser_page) -> None:
     # ---- the cost page
     page.goto((site / "efficiency.html").as_uri())
     assert page.locator("table#efficiency-results tbody tr").count() == 2 * len(BENCHMARKS)
-    _shoot(page, "cost.png")
+    _shoot(page, "cost.png", screenshot_log)
     _clean(page)
