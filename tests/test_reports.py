@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -14,84 +13,15 @@ import pytest
 from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from reports import render_site, summary_rows
 from reports import site as site_mod
+from tests.dom import Node, parse
 
 HV = "0.1.0"
 XSS = "<script>alert(1)</script>"
 
 
-# --------------------------------------------------------------------------------------------
-# a tiny DOM, enough to read tables back
-
-
-class Node:
-    def __init__(self, tag: str, attrs: dict[str, str], parent: "Node | None"):
-        self.tag, self.attrs, self.parent = tag, attrs, parent
-        self.children: list[Node | str] = []
-
-    @property
-    def classes(self) -> set[str]:
-        return set(self.attrs.get("class", "").split())
-
-    def text(self) -> str:
-        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
-
-    def iter(self, tag: str | None = None, cls: str | None = None):
-        for c in self.children:
-            if isinstance(c, Node):
-                if (tag is None or c.tag == tag) and (cls is None or cls in c.classes):
-                    yield c
-                yield from c.iter(tag, cls)
-
-    def find(self, tag: str | None = None, cls: str | None = None) -> "Node":
-        found = next(self.iter(tag, cls), None)
-        assert found is not None, f"no <{tag} class={cls}> under <{self.tag}>"
-        return found
-
-
-VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "source"}
-
-
-class DomBuilder(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = Node("#root", {}, None)
-        self.cur = self.root
-
-    def handle_starttag(self, tag, attrs):
-        node = Node(tag, {k: v or "" for k, v in attrs}, self.cur)
-        self.cur.children.append(node)
-        if tag not in VOID:
-            self.cur = node
-
-    def handle_endtag(self, tag):
-        n = self.cur
-        while n is not None and n.tag != tag:
-            n = n.parent
-        assert n is not None, f"unbalanced </{tag}>"
-        self.cur = n.parent
-
-    def handle_data(self, data):
-        self.cur.children.append(data)
-
-
-def parse(html: str) -> Node:
-    b = DomBuilder()
-    b.feed(html)
-    b.close()
-    assert b.cur is b.root, "unclosed elements"
-    return b.root
-
-
-def by_id(root: Node, id_: str) -> Node:
-    for n in root.iter():
-        if n.attrs.get("id") == id_:
-            return n
-    raise AssertionError(f"no element with id {id_!r}")
-
-
 def results_table(root: Node) -> tuple[list[str], list[dict[str, Node]]]:
     """(measure headers, rows as {column name: td}) of a benchmark page's results table."""
-    table = by_id(root, "results")
+    table = root.by_id("results")
     heads = [th for th in table.find("thead").iter("th")]
     names = [th.attrs.get("data-measure") or th.text().strip() for th in heads]
     rows = []
@@ -117,7 +47,7 @@ def label(row: dict[str, Node]) -> str:
 
 
 def efficiency_rows(root: Node) -> list[dict[str, str]]:
-    table = by_id(root, "efficiency-results")
+    table = root.by_id("efficiency-results")
     names = [th.text().strip() for th in table.find("thead").iter("th")]
     return [dict(zip(names, (td.text().strip() for td in tr.iter("td"))))
             for tr in table.find("tbody").iter("tr")]
@@ -242,7 +172,7 @@ def test_sections_rows_and_header(page, store):
     header = root.find("header").text()
     assert "11 results" in header and HV in header
 
-    links = [a.attrs["href"] for a in by_id(root, "benchmarks").iter("a")]
+    links = [a.attrs["href"] for a in root.by_id("benchmarks").iter("a")]
     # task order (constraint, completeness, topical, undescribed), then name
     assert links == ["bench/diag-exclusion.html", "bench/nevir.html", "bench/toolbank-numpy.html",
                      "bench/beir-scifact.html", "bench/my-data.html"]
@@ -305,14 +235,14 @@ def test_best_bold_and_sort_order(page):
     assert [label(r) for r in excl if "best" in r["nDCG@10"].classes] == ["bm25"]
 
     # direction arrows
-    heads = {th.attrs["data-measure"]: th.text() for th in by_id(root, "results").iter("th")
+    heads = {th.attrs["data-measure"]: th.text() for th in root.by_id("results").iter("th")
              if "data-measure" in th.attrs}
     assert "↓" in heads["V@2"] and "↑" not in heads["V@2"]
     assert "↑" in heads["PairAcc"] and "↑" in heads["FVR@10"]
     # the count beside V@k / FVR@k when it differs from n_queries; not beside PairAcc
     assert "n=5" in heads["V@2"] and "n=5" in heads["FVR@10"] and "n=" not in heads["PairAcc"]
     tb = {th.attrs["data-measure"]: th.text()
-          for th in by_id(bench(page, "toolbank-numpy")[1], "results").iter("th") if "data-measure" in th.attrs}
+          for th in bench(page, "toolbank-numpy")[1].by_id("results").iter("th") if "data-measure" in th.attrs}
     assert "n=40" in tb["Comp@5"] and "n=" not in tb["nDCG@10"]
 
 
@@ -337,7 +267,7 @@ def test_escaping(page):
     assert "Negation pairs &lt;b&gt;x&lt;/b&gt;&amp;" in html
     assert "<b>x</b>" not in html
     # the parsed text round-trips to the original strings
-    assert XSS in by_id(root, "results").text()
+    assert XSS in root.by_id("results").text()
     assert "Negation pairs <b>x</b>&" in root.find("p", "description").text()
     for p in site_pages(page):
         assert "<script>alert" not in p.read_text(encoding="utf-8"), p
