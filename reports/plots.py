@@ -61,6 +61,13 @@ def _esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _y_axis_label(label: str, top: float, bottom: float) -> str:
+    """The y-axis title, rotated, centred on the plot's height at the left edge."""
+    cy = (top + bottom) / 2
+    return (f'<text class="axis-label" x="14" y="{_px(cy)}" text-anchor="middle" '
+            f'transform="rotate(-90 14 {_px(cy)})">{_esc(label)}</text>')
+
+
 def _finite(x: Any) -> bool:
     if x is None or isinstance(x, bool):
         return False
@@ -233,11 +240,7 @@ def _axes(
         )
     parts.append(f'<line x1="{_px(left)}" y1="{_px(top)}" x2="{_px(left)}" y2="{_px(bottom)}" stroke="{_AXIS}"/>')
     if y_label:
-        cy = (top + bottom) / 2
-        parts.append(
-            f'<text class="axis-label" x="14" y="{_px(cy)}" text-anchor="middle" '
-            f'transform="rotate(-90 14 {_px(cy)})">{_esc(y_label)}</text>'
-        )
+        parts.append(_y_axis_label(y_label, top, bottom))
     parts.append("</g>")
     parts.append(f'<g class="axis axis-x" fill="{_TEXT}">')
     for v in xt:
@@ -673,11 +676,7 @@ def heatmap_svg(
         cy = row_y(i) + cell_h / 2
         parts.append(f'<text x="{_px(left - 6)}" y="{_px(cy + 4)}" text-anchor="end" data-i="{i}">{_esc(s)}</text>')
     if y_label:
-        cy = (top + bottom) / 2
-        parts.append(
-            f'<text class="axis-label" x="14" y="{_px(cy)}" text-anchor="middle" '
-            f'transform="rotate(-90 14 {_px(cy)})">{_esc(y_label)}</text>'
-        )
+        parts.append(_y_axis_label(y_label, top, bottom))
     parts.append("</g>")
     parts.append(f'<g class="axis axis-x" fill="{_TEXT}">')
     for j, s in enumerate(xl):
