@@ -184,7 +184,7 @@ class DiagnosticSet(LoaderBase):
         info = cls.info(name)
         raise MissingDataError(
             info.name, Path(data_dir), info.files,
-            f"{info.source}. Build it: beyondsim data build-diagnostics --corpus <benchmark> --sets {which}",
+            f"{info.source}. Build it: beyondsim data build-diagnostics --corpus <benchmark> --set {which}",
         )
 
     @classmethod

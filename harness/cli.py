@@ -11,6 +11,8 @@ import itertools
 import json
 import os
 import sys
+import threading
+import time
 import tomllib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -29,18 +31,21 @@ from .registry import (RegistryError, benchmark_variants, builder_names, get_ben
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="beyondsim — benchmark harness for retrieval beyond semantic similarity.")
-list_app = typer.Typer(help="List retrievers, benchmarks or suites.", no_args_is_help=True)
-data_app = typer.Typer(help="Benchmark data on disk.", no_args_is_help=True)
-llm_app = typer.Typer(help="The LLM behind hyde/deo: the embedded llama.cpp server, settings, cache.",
-                      no_args_is_help=True)
+# Help texts are plain text: brackets such as ``[retrievers.NAME]`` are words, not console markup.
+_TYPER = {"no_args_is_help": True, "rich_markup_mode": None}
+app = typer.Typer(add_completion=False, help="beyondsim — benchmark harness for retrieval beyond semantic similarity.",
+                  **_TYPER)
+list_app = typer.Typer(help="List retrievers, benchmarks or suites.", **_TYPER)
+data_app = typer.Typer(help="Benchmark data on disk.", **_TYPER)
+llm_app = typer.Typer(help="The LLM behind hyde/deo: the embedded llama.cpp server, settings, cache.", **_TYPER)
 app.add_typer(list_app, name="list")
 app.add_typer(data_app, name="data")
 app.add_typer(llm_app, name="llm")
 
-console = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 160)
+# Every string printed goes out as plain text: labels, queries, file names and errors may hold
+# square brackets, which must never be read as console markup. Styles come from Text objects.
+console = Console(stderr=True, markup=False, highlight=False)
+out = Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False)
 
 
 def home_dir(home: Optional[Path] = None) -> Path:
@@ -57,8 +62,9 @@ class RichProgress:
     """Rich progress bars for every loop that reports through ``ctx.progress``."""
 
     def __init__(self, console: Console):
-        self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
+        self._p = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+                           MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                           transient=True)
 
     def __enter__(self) -> "RichProgress":
         self._p.start()
@@ -74,6 +80,74 @@ class RichProgress:
             yield lambda n=1: self._p.advance(task, n)
         finally:
             self._p.remove_task(task)
+
+
+class LineProgress:
+    """Progress for a log file or a pipe: every ``interval`` seconds one plain line per loop that is
+    still running (``dense: encoding corpus: 1,024/5,183 (20%), 31 s``), and a closing line for a
+    loop that outlived one interval, so a long step is never silent."""
+
+    def __init__(self, console: Console, interval: float = 10.0):
+        self._console, self._interval = console, interval
+        self._tasks: dict[int, list[Any]] = {}  # id -> [description, total, done, start]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._ids = itertools.count()
+
+    def __enter__(self) -> "LineProgress":
+        self._thread = threading.Thread(target=self._tick, name="beyondsim-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @staticmethod
+    def _line(description: str, total: int, done: int, elapsed: float) -> str:
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        return f"{description}: {done:,}/{total:,}{share}, {elapsed:.0f} s"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                lines = [self._line(d, t, n, time.monotonic() - t0) for d, t, n, t0 in self._tasks.values()]
+            for line in lines:
+                self._console.print(line, soft_wrap=True)
+
+    @contextlib.contextmanager
+    def track(self, total: int, description: str) -> Iterator[Callable[[int], None]]:
+        tid = next(self._ids)
+        state = [description, total, 0, time.monotonic()]
+        with self._lock:
+            self._tasks[tid] = state
+
+        def advance(n: int = 1) -> None:
+            with self._lock:
+                state[2] += n
+
+        try:
+            yield advance
+        finally:
+            with self._lock:
+                del self._tasks[tid]
+            elapsed = time.monotonic() - state[3]
+            if elapsed >= self._interval:
+                self._console.print(self._line(description, total, state[2], elapsed) + " (done)", soft_wrap=True)
+
+
+def progress_for(console: Console) -> "RichProgress | LineProgress":
+    """Bars on a terminal; plain lines every few seconds in a log or a pipe
+    (``BEYONDSIM_PROGRESS_INTERVAL`` seconds, default 10)."""
+    if console.is_terminal:
+        return RichProgress(console)
+    try:
+        interval = float(os.environ.get("BEYONDSIM_PROGRESS_INTERVAL", "10"))
+    except ValueError:
+        interval = 10.0
+    return LineProgress(console, max(interval, 0.05))
 
 
 def fail(msg: str, code: int = 2) -> None:
@@ -209,7 +283,7 @@ def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: l
     skipped unless ``settings.force``), print a table per benchmark, and return the outcomes, the
     open store and why the LLM budget stopped the run (``None`` when it did not)."""
     store = Store(settings.home / "results.sqlite")
-    with RichProgress(console) as progress:
+    with progress_for(console) as progress:
         runner = Runner(settings, store, progress, log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
         try:
             outcomes = runner.run(specs, benches, seeds)
@@ -443,7 +517,7 @@ def list_retrievers() -> None:
             ps = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(params_class(cls)))
             t.add_row(n, f"{cls.__module__}:{cls.__qualname__}", ps)
         except RegistryError as e:
-            t.add_row(n, "[red]failed to load[/red]", str(e))
+            t.add_row(n, Text("failed to load", style="red"), str(e))
     out.print(t)
 
 
@@ -456,14 +530,14 @@ def list_benchmarks(data_dir: Optional[Path] = typer.Option(None, "--data-dir"))
         t.add_column(c)
     for n, loader, err in benchmark_variants():
         if loader is None:
-            t.add_row(n, "?", "[red]failed to load[/red]", err)
+            t.add_row(n, "?", Text("failed to load", style="red"), err)
             continue
         try:
             info = loader.info(n)
             missing = loader.missing_files(n, root) if hasattr(loader, "missing_files") else \
                 missing_files(root, info.files)
         except (ValueError, OSError) as e:
-            t.add_row(n, "?", "[red]error[/red]", str(e))
+            t.add_row(n, "?", Text("error", style="red"), str(e))
             continue
         t.add_row(n, info.task, "missing" if missing else "yes", info.description[:100])
     out.print(t)
@@ -518,11 +592,11 @@ def data_status(
     for c in cols:
         t.add_column(c, overflow="fold")
     for r in rows:
-        state = f"[{_STATE_STYLE.get(r.state, 'white')}]{r.state}[/]"
+        state = Text(r.state, style=_STATE_STYLE.get(r.state, "white"))
         if r.missing and verbose:
-            state += "\n" + "\n".join(f"– {m}" for m in r.missing[:4])
+            state.append("\n" + "\n".join(f"– {m}" for m in r.missing[:4]))
         if r.problems:
-            state += "\n" + "\n".join(r.problems[:4])
+            state.append("\n" + "\n".join(r.problems[:4]))
         counts = _counts_text(r.counts) + (" (manifest)" if r.counts_from == "manifest" and r.state == "missing" else "")
         cells = [r.name, state, counts, r.checksum[:12], r.license]
         if verbose:
@@ -557,10 +631,10 @@ def data_verify(
         bad += not ok
         label = {"present": "OK", "unlisted": "NOT IN MANIFEST", "missing": "MISSING"}.get(r.state, r.state.upper())
         style = "green" if ok else "red"
-        out.print(f"[{style}]{label:>16}[/] {r.name}  ({len(r.files)} files{', recounted' if recount and ok else ''})",
-                  highlight=False)
+        out.print(Text(f"{label:>16}", style=style) + Text(f" {r.name}  ({len(r.files)} files"
+                                                            f"{', recounted' if recount and ok else ''})"))
         for p in [*r.missing, *r.problems]:
-            out.print(f"{'':>18}{p}", highlight=False, markup=False)
+            out.print(f"{'':>18}{p}")
     checked = sum(1 for r in rows if r.state != "missing" or names)
     out.print(f"{checked - bad} of {checked} verified", highlight=False)
     if bad:
@@ -770,7 +844,7 @@ def tune(
               title_justify="left")
     for c in (*g, measure, "search s"):
         t.add_column(c, justify="right")
-    with Store(settings.home / "results.sqlite") as store, RichProgress(console) as progress:
+    with Store(settings.home / "results.sqlite") as store, progress_for(console) as progress:
         runner = Runner(settings, store, progress, log=lambda m: None)
         try:
             result = grid_search(runner, retriever, bname, g, measure, fixed=fixed, seed=seed,
@@ -823,7 +897,7 @@ def sweep(
     shown = list(show or ["R@10", "FVR@10"])
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, bootstrap=0, k=k)
     n_points = len(list(itertools.product(*g.values())))
-    with Store(settings.home / "results.sqlite") as store, RichProgress(console) as progress:
+    with Store(settings.home / "results.sqlite") as store, progress_for(console) as progress:
         runner = Runner(settings, store, progress, log=lambda m: None)
         for bname in benchmark:
             t = Table(title=f"{retriever} on {bname}: {n_points} grid points", title_justify="left")
@@ -1198,7 +1272,7 @@ def train(
     except ValueError as e:
         fail(str(e))
     root = default_data_dir(data_dir)
-    with RichProgress(console) as progress:
+    with progress_for(console) as progress:
         try:
             path, card = trainer.train(params, home=home_dir(home), data_dir=root, load_benchmark=lambda n: load_benchmark(n, root, online),
                                        device=device, progress=progress,
@@ -1226,7 +1300,7 @@ def list_trainers() -> None:
         try:
             tr = get_trainer(n)
         except RegistryError as e:
-            t.add_row(n, f"[red]{e}[/red]", "")
+            t.add_row(n, Text(str(e), style="red"), "")
             continue
         fields = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(tr.Params))
         t.add_row(n, getattr(tr, "description", ""), fields)

@@ -12,10 +12,12 @@ hash (name + canonical JSON of every parameter, defaults included) is stable.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import importlib
 import json
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -35,6 +37,39 @@ _benchmarks: dict[str, type] = {}
 
 class RegistryError(LookupError):
     pass
+
+
+# A label names a configuration on every page and in every table; longer ones are refused before any
+# work (``run``, ``submit``, ``import``), so no stored record carries a name no page can show.
+MAX_LABEL_CHARS = 200
+
+
+def shown(name: str, limit: int = 80) -> str:
+    """``repr(name)``, cut to ``limit`` characters: user names in messages stay one readable line."""
+    return repr(name) if len(name) <= limit else repr(name[:limit]) + f"… ({len(name)} characters)"
+
+
+def check_label(label: str, what: str = "label") -> str:
+    """``label`` unchanged when it can name a configuration: at most :data:`MAX_LABEL_CHARS`
+    characters, no control characters; else a ValueError naming the problem."""
+    if len(label) > MAX_LABEL_CHARS:
+        raise ValueError(f"{what} {shown(label)} is {len(label)} characters long; at most {MAX_LABEL_CHARS} are allowed")
+    bad = sorted({f"U+{ord(c):04X}" for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    if bad:
+        raise ValueError(f"{what} {shown(label)} contains control or invisible characters ({', '.join(bad)})")
+    return label
+
+
+def unknown(kind: str, name: str, known: list[str], hint: str = "", candidates: list[str] | None = None) -> RegistryError:
+    """The error for an unknown ``kind`` name: the close matches among ``candidates`` (default
+    ``known``) first ("did you mean"), then the known names, then ``hint``."""
+    pool = known if candidates is None else candidates
+    close = difflib.get_close_matches(name, pool, n=3, cutoff=0.6) if len(name) <= MAX_LABEL_CHARS else []
+    msg = f"unknown {kind} {shown(name)}."
+    if close:
+        msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
+    msg += f" Known: {', '.join(known) or '(none)'}"
+    return RegistryError(msg + (f"; {hint}" if hint else ""))
 
 
 @dataclass(frozen=True)
@@ -109,10 +144,7 @@ def get_retriever_class(name: str) -> type:
         if not isinstance(cls, type):
             raise RegistryError(f"{name!r} is not a class")
         return cls
-    raise RegistryError(
-        f"unknown retriever {name!r}. Known: {', '.join(retriever_names()) or '(none)'}; "
-        "or give a class as 'module:Class'."
-    )
+    raise unknown("retriever", name, retriever_names(), "or give a class as 'module:Class'.")
 
 
 def params_class(cls: type) -> type:
@@ -169,6 +201,7 @@ class RetrieverSpec:
 
 def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "") -> RetrieverSpec:
     """Validate ``params`` against the retriever's dataclass and fill in defaults."""
+    check_label(label or name, "retriever label" if label else "retriever name")
     p = build_params(params_class(get_retriever_class(name)), params or {}, f"retriever {name!r}", name)
     return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
 
@@ -241,10 +274,9 @@ def get_benchmark_loader(name: str) -> tuple[type, str]:
     family = base.split("/", 1)[0] + "/*"
     if "/" in base and family in eps:
         return _load_benchmark_ep(family), name
-    raise RegistryError(
-        f"unknown benchmark {name!r}. Known: {', '.join(benchmark_names())}; "
-        "or give the path of a BEIR-format folder."
-    )
+    known = benchmark_names()
+    raise unknown("benchmark", name, known, "or give the path of a BEIR-format folder.",
+                  candidates=sorted({v for v, _, _ in benchmark_variants()} | set(known)))
 
 
 def load_benchmark(name: str, data_dir: Path, online: bool = False) -> Any:
@@ -283,7 +315,7 @@ def _load_named(group: str, kind: str, name: str) -> Any:
     """The object entry point ``name`` of ``group`` names; a clear error when it is unknown or broken."""
     eps = _entry_points(group)
     if name not in eps:
-        raise RegistryError(f"unknown {kind} {name!r}. Known: {', '.join(sorted(eps)) or 'none'}")
+        raise unknown(kind, name, sorted(eps))
     try:
         return eps[name].load()
     except Exception as e:  # noqa: BLE001
@@ -331,5 +363,5 @@ def suites() -> dict[str, dict[str, Any]]:
 def get_suite(name: str) -> dict[str, Any]:
     table = suites()
     if name not in table:
-        raise RegistryError(f"unknown suite {name!r}. Known: {', '.join(sorted(table))}")
+        raise unknown("suite", name, sorted(table))
     return table[name]

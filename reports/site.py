@@ -65,6 +65,7 @@ after a run:
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import itertools
 import json
 import math
@@ -168,11 +169,21 @@ def _measure_sort_key(name: str) -> tuple[int, int, str]:
         return (len(_BASE_ORDER), 0, name)
 
 
+SLUG_CHARS = 80  # a page name stays far below every file system's limit of 255 bytes
+
+
 def slugify(text: str, used: set[str] | None = None, prefix: str = "") -> str:
-    """``[a-z0-9-]`` only; unique within ``used`` (which it updates)."""
+    """A file-name-safe name for ``text``: ``[a-z0-9-]`` only, at most :data:`SLUG_CHARS` characters,
+    and stable: a cut name, or one that collides with a name in ``used`` (which it updates), ends in a
+    short hash of the whole text, so the same text keeps its page name from one render to the next."""
     base = prefix + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x")
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    if len(base) > SLUG_CHARS:
+        base = base[:SLUG_CHARS - 9].rstrip("-") + "-" + digest
     slug, i = base, 2
-    while used is not None and slug in used:
+    if used is not None and slug in used:
+        slug = base = base[:SLUG_CHARS - 9].rstrip("-") + "-" + digest
+    while used is not None and slug in used:  # the same text twice
         slug, i = f"{base}-{i}", i + 1
     if used is not None:
         used.add(slug)
