@@ -153,11 +153,25 @@ def completeness_at_k(rel: np.ndarray, n_rel: np.ndarray, k: int) -> np.ndarray:
     return ((found == n_rel) & (n_rel <= k) & (n_rel > 0)).astype(float)
 
 
-def pair_accuracy(run: Run, pairs: Sequence[Pair]) -> dict[str, float]:
-    """NevIR paired accuracy: both queries must score their own document strictly above the
-    other one; a document absent from a ranking scores −∞, so ties and absences are wrong."""
+def pair_documents(pairs: Sequence[Pair]) -> dict[str, set[str]]:
+    """The documents each pair query is compared on: both documents of its pair."""
+    out: dict[str, set[str]] = {}
+    for p in pairs:
+        out.setdefault(p.q1, set()).update((p.d1, p.d2))
+        out.setdefault(p.q2, set()).update((p.d1, p.d2))
+    return out
 
-    def score_map(q: str) -> dict[str, float]:
+
+def pair_accuracy(run: Run, pairs: Sequence[Pair],
+                  scores: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float]:
+    """NevIR paired accuracy: both queries must score their own document strictly above the
+    other one. A query's two scores come from ``scores[q]`` when given (the pair documents scored
+    directly, NevIR's protocol, so the figure does not depend on the ranking depth), else from its
+    ranking; an absent document scores −∞, so ties and absences are wrong."""
+
+    def score_map(q: str) -> Mapping[str, float]:
+        if scores is not None and q in scores:
+            return scores[q]
         return {d: float(s) for d, s in run.get(q, [])}
 
     out: dict[str, float] = {}
@@ -171,8 +185,10 @@ def pair_accuracy(run: Run, pairs: Sequence[Pair]) -> dict[str, float]:
 
 def evaluate(run: Run, judgments: Judgments, measures: Sequence[str | Measure], *,
              relevance_threshold: int = 1, pairs: Sequence[Pair] | None = None,
-             query_ids: Sequence[str] | None = None) -> Evaluation:
-    """Score ``run`` against ``judgments``. ``query_ids`` defaults to every judged query."""
+             query_ids: Sequence[str] | None = None,
+             pair_scores: Mapping[str, Mapping[str, float]] | None = None) -> Evaluation:
+    """Score ``run`` against ``judgments``. ``query_ids`` defaults to every judged query;
+    ``pair_scores`` holds pair documents scored directly (see :func:`pair_accuracy`)."""
     ms = [m if isinstance(m, Measure) else parse_measure(m) for m in measures]
     qids = list(query_ids) if query_ids is not None else list(judgments.relevance)
     ev = Evaluation(n_queries=len(qids), n_missing=sum(1 for q in qids if not run.get(q)))
@@ -203,7 +219,7 @@ def evaluate(run: Run, judgments: Judgments, measures: Sequence[str | Measure], 
     if any(m.base == "PairAcc" for m in ms):
         if not pairs:
             raise ValueError("PairAcc needs the benchmark's pairs; this benchmark has none")
-        ev.per_query["PairAcc"] = pair_accuracy(run, pairs)
+        ev.per_query["PairAcc"] = pair_accuracy(run, pairs, pair_scores)
 
     for m in ms:
         col = ev.per_query.get(m.name, {})

@@ -89,6 +89,11 @@ class Trainable(Protocol):
 #                                     extra["retriever"] (fit history, resolved defaults, artifact card)
 #   analyse(benchmark, ctx) -> dict   after evaluation, with the judgments: JSON-able analysis kept in
 #                                     extra["analysis"] (CoDeR's score separation); never changes rankings
+#   score(queries, doc_ids, ctx) -> {qid: {doc id: score}}
+#                                     after search, on a benchmark with pairs (NevIR): the two documents of
+#                                     each pair scored directly for PairAcc, on the scale of search's
+#                                     scores. Without it the runner ranks the corpus in full for the
+#                                     queries whose pair documents fall below the ranking depth
 
 
 # (name, parameters after self, required): the calls the runner makes, with their positional arguments
@@ -100,6 +105,7 @@ PROTOCOL_MEMBERS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("training_data", ("ctx",), False),
     ("result_extra", (), False),
     ("analyse", ("benchmark", "ctx"), False),
+    ("score", ("queries", "doc_ids", "ctx"), False),
 )
 
 
@@ -129,7 +135,7 @@ def missing_protocol_members(cls: type) -> list[str]:
     """Everything that keeps ``cls`` from being run as a retriever, one line each, for a clear
     message before any work starts: ``index(corpus, ctx)`` and ``search(queries, k, ctx)`` absent,
     not callable or not callable with those arguments; an optional member (``fit``, ``prepare``,
-    ``training_data``, ``result_extra``, ``analyse``) present but not callable with its arguments."""
+    ``training_data``, ``result_extra``, ``analyse``, ``score``) present but not callable with its arguments."""
     problems = []
     for name, params, required in PROTOCOL_MEMBERS:
         call = f"{name}({', '.join(params)})"

@@ -26,12 +26,12 @@ from .encoders import EncoderPool, default_device
 from .leakage import check_unseen
 from .ledger import Ledger, PhaseTime
 from .llm import BudgetExceeded, LLMClient, LLMSettings
-from .metrics import evaluate, parse_measure
+from .metrics import evaluate, pair_documents, parse_measure
 from .protocols import NullProgress, Progress, RunContext, Trainable, missing_protocol_members
 from .registry import RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate
 from .stats import bootstrap_ci
 from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
-from .types import Benchmark
+from .types import Benchmark, Query, Run
 
 DEFAULT_K = 100
 # Measures computed for every result of a task family, beside the benchmark's defaults.
@@ -388,6 +388,20 @@ class Runner:
         ids = {d for r in rankings.values() for d, _ in r[:CONTENT_DEPTH]}
         self.store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
 
+    @staticmethod
+    def pair_scores(retriever: Any, bench: Benchmark, queries: Sequence[Query], run: Run,
+                    ctx: RunContext) -> dict[str, dict[str, float]]:
+        """The two documents of each pair scored against each of its queries, whatever the ranking
+        depth (NevIR's protocol): by the retriever's ``score`` member when it has one, else from a
+        ranking of the whole corpus for the queries whose pair documents are not all in ``run``."""
+        wanted = pair_documents(bench.pairs or ())
+        asked = [q for q in queries if q.id in wanted]
+        if callable(getattr(retriever, "score", None)):
+            return retriever.score(asked, {q.id: sorted(wanted[q.id]) for q in asked}, ctx)
+        short = [q for q in asked if not wanted[q.id] <= {d for d, _ in run.get(q.id, ())}]
+        full = retriever.search(short, len(bench.corpus), ctx) if short else Run()
+        return {q.id: {d: s for d, s in full.get(q.id, ()) if d in wanted[q.id]} for q in short}
+
     def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
                 analyse: bool = True) -> ResultRecord:
         seed_everything(seed)
@@ -420,9 +434,13 @@ class Runner:
             run = retriever.search(queries, self.s.k, ctx)
         run.validate(bench.corpus)
         measures = measures_for(bench, self.s.extra_measures)
+        pair_scores = None
+        if bench.pairs and "PairAcc" in measures:
+            with ledger.phase("search"):
+                pair_scores = self.pair_scores(retriever, bench, queries, run, ctx)
         with ledger.phase("evaluate", items=len(queries)):
             ev = evaluate(run, bench.judgments, measures, relevance_threshold=bench.relevance_threshold,
-                          pairs=bench.pairs, query_ids=[q.id for q in queries])
+                          pairs=bench.pairs, query_ids=[q.id for q in queries], pair_scores=pair_scores)
             mvals: dict[str, MeasureValue] = {}
             for m in measures:
                 vals = list(ev.per_query.get(m, {}).values())

@@ -10,7 +10,7 @@ this against a hand computation). Documents matching no query token are not retu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class BM25Retriever:
         import bm25s
 
         self._doc_ids = corpus.ids
+        self._rows = {d: i for i, d in enumerate(self._doc_ids)}
         tokens = self.tokenize(corpus.texts())
         self._model = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
         self._model.index(tokens, show_progress=False)
@@ -69,6 +70,15 @@ class BM25Retriever:
         if not ids:
             return np.zeros(len(self._doc_ids), dtype=np.float32)
         return self._model.get_scores_from_ids(ids)
+
+    def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
+              ctx: RunContext) -> dict[str, dict[str, float]]:
+        """The BM25 score of each query for the documents it names (0 where no term matches)."""
+        out: dict[str, dict[str, float]] = {}
+        for q, toks in zip(queries, self.tokenize([q.text for q in queries])):
+            s = self.scores(toks)
+            out[q.id] = {d: float(s[self._rows[d]]) for d in doc_ids.get(q.id, ())}
+        return out
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         run = Run()

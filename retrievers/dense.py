@@ -9,7 +9,7 @@ prefixes are parameters (e.g. BGE's ``"Represent this sentence for searching rel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +60,15 @@ class DenseRetriever:
         self._index = faiss.IndexFlatIP(self.doc_embeddings.shape[1])
         self._index.add(self.doc_embeddings)
         self._doc_ids = corpus.ids
+        self._rows = {d: i for i, d in enumerate(self._doc_ids)}
+
+    def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
+              ctx: RunContext) -> dict[str, dict[str, float]]:
+        """Inner products of each query with the documents it names, as ``search`` scores them."""
+        assert self.doc_embeddings is not None, "index() must run before score()"
+        q = self.encode_queries(queries, ctx)
+        return {x.id: {d: float(np.dot(q[i], self.doc_embeddings[self._rows[d]])) for d in doc_ids.get(x.id, ())}
+                for i, x in enumerate(queries)}
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         assert self._index is not None, "index() must run before search()"
