@@ -68,6 +68,11 @@ class Outcome:
     headline: tuple[str, ...] = ()  # the benchmark's default measures, for summaries
 
 
+# A retriever may leave a query without any document (BM25 with no matching term); more than this
+# share of such queries in one result is worth a warning: they score 0 on nDCG and never violate.
+EMPTY_RANKINGS_TOLERATED = 0.01
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -433,6 +438,11 @@ class Runner:
         with ledger.phase("search", items=len(queries)):
             run = retriever.search(queries, self.s.k, ctx)
         run.validate(bench.corpus)
+        empty = sum(1 for q in queries if not run.get(q.id))
+        if empty > EMPTY_RANKINGS_TOLERATED * len(queries):
+            self.log(f"warning: {spec.display} returned an empty ranking for {empty:,} of {len(queries):,} queries "
+                     f"on {bench.name}: those queries retrieve nothing, which scores 0 on relevance measures "
+                     "and looks perfect on violation measures")
         measures = measures_for(bench, self.s.extra_measures)
         pair_scores = None
         if bench.pairs and "PairAcc" in measures:
@@ -462,5 +472,6 @@ class Runner:
             rankings=dict(run),
             environment=self.environment, provenance=provenance(cls),
             extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
+                   **({"empty_rankings": empty} if empty else {}),
                    **({"llm": self.llm.describe()} if uses_llm else {}), **extra},
         )

@@ -48,6 +48,14 @@ class Echo:
 class Broken:
     def index(self, corpus, ctx):
         pass
+
+class Silent:
+    """Keeps no document for any query (a filter that drops every candidate)."""
+    def index(self, corpus, ctx):
+        pass
+
+    def search(self, queries, k, ctx):
+        return Run({q.id: [] for q in queries})
 '''
 
 
@@ -105,3 +113,18 @@ def test_bm25_scifact_ndcg_in_known_range(tmp_path: Path, shared_data: Path) -> 
     ndcg = out.record.measures["nDCG@10"].mean
     assert 0.65 <= ndcg <= 0.69, ndcg  # BM25 on SciFact: ~0.665 (BEIR, Pyserini)
     assert out.record.n_queries == 300
+
+
+def test_empty_rankings_are_warned_about_and_counted(tmp_path: Path, user_module: str) -> None:
+    data = make_beir(tmp_path / "tiny")
+    logged: list[str] = []
+    store = Store(tmp_path / "s.sqlite")
+    runner = Runner(Settings(home=tmp_path / "h", k=5, bootstrap=0), store, log=logged.append)
+    [out] = runner.run([make_spec(f"{user_module}:Silent")], [str(data)], [0])
+    assert out.record.extra["empty_rankings"] == 3
+    assert out.record.measures["nDCG@10"].mean == 0.0
+    assert any("empty ranking for 3 of 3 queries" in m for m in logged), logged
+    logged.clear()
+    [out] = runner.run([make_spec("bm25")], [str(data)], [0])
+    assert "empty_rankings" not in out.record.extra
+    assert not any("empty ranking" in m for m in logged)
