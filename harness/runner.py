@@ -237,13 +237,19 @@ def provenance(cls: type) -> dict[str, Any]:
 
 
 def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
+    """The measures a result on ``bench`` gets: its defaults and its task's (those the benchmark
+    cannot support are left out), plus ``extra``, where one that cannot be computed is an error."""
     names: list[str] = []
     has_viol = any(bench.judgments.violating.values())
+    requested = set(extra)
     for m in (*bench.default_measures, *TASK_MEASURES.get(bench.task, ()), *extra):
         pm = parse_measure(m)
-        if pm.base in ("V", "FVR") and not has_viol:
-            continue
-        if pm.base == "PairAcc" and not bench.pairs:
+        why = ("it has no violating documents (see the README on constraint benchmarks)"
+               if pm.base in ("V", "FVR") and not has_viol else
+               "it has no query pairs" if pm.base == "PairAcc" and not bench.pairs else "")
+        if why:
+            if m in requested:
+                raise ValueError(f"measure {m} cannot be computed on {bench.name}: {why}")
             continue
         if m not in names:
             names.append(m)
@@ -359,6 +365,7 @@ class Runner:
         outcomes: list[Outcome] = []
         for bname in benchmarks:
             bench, load_s = self.load_benchmark(bname)
+            measures_for(bench, self.s.extra_measures)  # a measure it cannot support stops the run here
             for spec in specs:
                 for seed in seeds:
                     key = self.key(spec, bench, seed)

@@ -128,3 +128,16 @@ def test_empty_rankings_are_warned_about_and_counted(tmp_path: Path, user_module
     [out] = runner.run([make_spec("bm25")], [str(data)], [0])
     assert "empty_rankings" not in out.record.extra
     assert not any("empty ranking" in m for m in logged)
+
+
+def test_a_requested_measure_the_benchmark_cannot_support_is_an_error(tmp_path: Path) -> None:
+    data = make_beir(tmp_path / "tiny")  # topical: no violating documents, no pairs
+    store = Store(tmp_path / "s.sqlite")
+    for m, why in (("V@2", "no violating documents"), ("PairAcc", "no query pairs")):
+        runner = Runner(Settings(home=tmp_path / "h", k=5, extra_measures=(m,)), store, log=lambda m: None)
+        with pytest.raises(ValueError, match=f"measure {m} cannot be computed on .*tiny: it has {why}"):
+            runner.run([make_spec("bm25")], [str(data)], [0])
+    assert store.results() == []
+    # the task's own measures that do not apply are simply not computed
+    [out] = Runner(Settings(home=tmp_path / "h", k=5), store, log=lambda m: None).run([make_spec("bm25")], [str(data)], [0])
+    assert "V@2" not in out.record.measures and "nDCG@10" in out.record.measures
