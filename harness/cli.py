@@ -27,7 +27,7 @@ from . import __version__
 from .data import MissingDataError, default_data_dir, default_home, missing_files
 from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder, get_trainer,
                        load_benchmark, trainer_names,
-                       get_suite, make_spec, retriever_names, suites)
+                       get_suite, make_spec, retriever_names, stored_benchmark_name, suites)
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
 
@@ -711,7 +711,7 @@ def audit(
                                      "columns (a result's time is not split between the models it called); "
                                      "latency s is the summed latency of that model's billed requests."),
     retriever: Optional[str] = typer.Option(None, "--retriever", "-r", help="Only this retriever (id or label)."),
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Only this benchmark (name as stored)."),
+    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Only this benchmark (name or folder path, as given to run)."),
     since: Optional[str] = typer.Option(None, "--since", help="Only results created at or after this: an ISO date or "
                                         "datetime (UTC unless it has an offset) or an age such as 12h, 7d, 2w."),
     project: Optional[str] = typer.Option(None, "--project", help="Estimate a suite (constraint, completeness, all, …) "
@@ -745,6 +745,7 @@ def audit(
     except ValueError as e:
         fail(str(e))
     with open_store(home) as store:
+        benchmark = stored_benchmark_name(benchmark) if benchmark else None
         records = audit_mod.select(store.results(benchmark=benchmark, retriever=retriever), cutoff)
         infos = store.benchmarks()
     scope = ", ".join(s for s in (f"retriever {retriever}" if retriever else "",
@@ -925,7 +926,7 @@ def sweep(
 
 @app.command()
 def breakdown(
-    benchmark: str = typer.Argument(..., help="Benchmark name as stored (e.g. negconstraint)."),
+    benchmark: str = typer.Argument(..., help="Benchmark name (e.g. negconstraint) or folder path, as given to run."),
     by: Optional[str] = typer.Option(None, "--by", help="Query metadata key to group by (default: the first one stored)."),
     measure: list[str] = typer.Option(None, "--measure", "-m", help="Measures to show (default: the benchmark's defaults)."),
     retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
@@ -935,6 +936,7 @@ def breakdown(
     """Per-group means of stored per-query measures (e.g. NegConstraint by query category)."""
     from .metrics import group_by
 
+    benchmark = stored_benchmark_name(benchmark)
     with open_store(home) as store:
         infos = {b.version: b for b in store.benchmarks() if b.name == benchmark}
         records = store.results(benchmark=benchmark, retriever=retriever)
@@ -980,21 +982,31 @@ def export_cmd(
     retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Export stored results: JSON lines (to merge elsewhere with `import`) or TREC run files."""
+    """Export stored results: JSON lines (to merge elsewhere with `import`) or TREC run files.
+    Every JSON line is checked against the import schema first; a stored value an import would
+    refuse stops the export before anything is written."""
+    from .exchange import ExchangeError, export_jsonl
+
+    if fmt not in ("jsonl", "trec"):
+        fail("--format must be jsonl or trec")
+    if fmt == "trec" and path == "-":
+        fail("--format trec writes one file per result: give a directory")
     with open_store(home) as store:
-        if fmt == "trec":
-            if path == "-":
-                fail("--format trec writes one file per result: give a directory")
-            n = _export_trec(store, Path(path), benchmark, retriever)
-        elif fmt != "jsonl":
-            fail("--format must be jsonl or trec")
-        elif path == "-":
-            n = store.export_jsonl(sys.stdout, benchmark=benchmark, retriever=retriever)
-        else:
-            tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                n = store.export_jsonl(f, benchmark=benchmark, retriever=retriever)
-            os.replace(tmp, path)
+        try:
+            if fmt == "trec":
+                n = _export_trec(store, Path(path), benchmark, retriever)
+            elif path == "-":
+                n = export_jsonl(store, sys.stdout, benchmark=benchmark, retriever=retriever)
+            else:
+                tmp = Path(path).with_name(f".{Path(path).name}.tmp")
+                try:
+                    with open(tmp, "w", encoding="utf-8") as f:
+                        n = export_jsonl(store, f, benchmark=benchmark, retriever=retriever)
+                    os.replace(tmp, path)
+                finally:
+                    tmp.unlink(missing_ok=True)
+        except ExchangeError as e:
+            fail(str(e))
     console.print(f"exported {n} result(s)", highlight=False)
 
 
@@ -1027,160 +1039,63 @@ def import_cmd(
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
     """Merge results exported elsewhere, with the drill-down content (query texts, judgments,
-    top-10 document snippets) the export carries. Each line's benchmark version must match this
-    store's (or, for a benchmark the store does not know, the local copy's); a mismatch refuses
-    the whole file before anything is written, unless --skip-mismatched. A benchmark that cannot
-    be loaded here is accepted on the results' own benchmark description, with a warning."""
-    from .store import ImportedContent, ImportedLine, iter_export
+    top-10 document snippets) the export carries. Every line is checked against the export schema
+    first and every problem is listed; each line's benchmark version must match this store's (or,
+    for a benchmark the store does not know, the local copy's); a problem refuses the whole file
+    before anything is written, a version mismatch unless --skip-mismatched. A benchmark that
+    cannot be loaded here is accepted on the results' own benchmark description, with a warning.
+    The accepted lines are written in one transaction."""
+    from .exchange import ExchangeError, ImportCounts, ImportedContent, ImportedLine, check_versions, import_items, \
+        read_export
 
     source = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            items: list[ImportedLine | ImportedContent] = list(iter_export(sys.stdin, source))
+            items = read_export(sys.stdin, source)
         else:
             with open(path, encoding="utf-8") as f:
-                items = list(iter_export(f, source))
+                items = read_export(f, source)
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror or e}")
     except UnicodeDecodeError as e:
         fail(f"{source}: not UTF-8 text ({e.reason})")
-    except ValueError as e:
+    except ExchangeError as e:
         fail(str(e))
     store_path = home_dir(home) / "results.sqlite"
     known: dict[str, set[str]] = {}
-    have_info: set[tuple[str, str]] = set()
     if store_path.exists():
         with Store(store_path) as store:
             for b in store.benchmarks():
                 known.setdefault(b.name, set()).add(b.version)
-                have_info.add((b.name, b.version))
-    accepted, refused, warnings, local_infos = _verify_imports(items, known, default_data_dir(data_dir))
-    for w in warnings:
+    check = check_versions(items, known, default_data_dir(data_dir),
+                           log=lambda m: console.print(m, highlight=False, soft_wrap=True))
+    for w in check.warnings:
         console.print(Text("warning: ", style="bold yellow") + Text(w), soft_wrap=True)
     n_results = sum(isinstance(it, ImportedLine) for it in items)
     n_contents = len(items) - n_results
-    refused_results = n_results - sum(isinstance(it, ImportedLine) for it in accepted)
-    refused_contents = n_contents - sum(isinstance(it, ImportedContent) for it in accepted)
-    if refused and not skip_mismatched:
+    refused_results = n_results - sum(isinstance(it, ImportedLine) for it in check.accepted)
+    refused_contents = n_contents - sum(isinstance(it, ImportedContent) for it in check.accepted)
+    if check.refused and not skip_mismatched:
         what = " and ".join(x for x in (refused_results and f"{refused_results} of {n_results} result(s)",
                                          refused_contents and f"{refused_contents} of {n_contents} benchmark "
                                          "content line(s)") if x)
         fail(f"refusing to import {source}: the benchmark version of {what} does not check out; nothing was "
-             "imported (--skip-mismatched imports the others):\n" + "\n".join(f"  - {r}" for r in refused))
-    added = present = 0
-    content_lines = content_versions = docs_added = 0
-    if accepted:
+             "imported (--skip-mismatched imports the others):\n" + "\n".join(f"  - {r}" for r in check.refused))
+    counts = ImportCounts()
+    if check.accepted:
         with Store(store_path) as store:
-            for it in accepted:
-                if isinstance(it, ImportedContent):
-                    wrote, n_docs = it.save(store)
-                    content_lines += 1
-                    content_versions += wrote
-                    docs_added += n_docs
-                    continue
-                rec = it.record
-                ident = (rec.benchmark, rec.benchmark_version)
-                if ident not in have_info:
-                    info = local_infos.get(ident) or it.benchmark_info
-                    if info is not None and (info.name, info.version) == ident:
-                        store.save_benchmark(info)
-                        have_info.add(ident)
-                if store.has(rec.key):
-                    present += 1
-                    continue
-                store.save(rec)
-                added += 1
-    msg = f"imported {added} result(s), {present} already present"
-    if content_lines:
-        msg += (f"; drill-down content: queries and judgments of {content_versions} benchmark version(s) and "
-                f"{docs_added} document snippet(s) added")
+            counts = import_items(store, check.accepted, check.local_infos)
+    msg = f"imported {counts.results_added} result(s), {counts.results_present} already present"
+    if counts.content_lines:
+        msg += (f"; drill-down content: queries and judgments of {counts.content_versions} benchmark version(s) and "
+                f"{counts.documents_added} document snippet(s) added")
     console.print(msg, highlight=False, soft_wrap=True)
-    if refused:
+    if check.refused:
         what = " and ".join(x for x in (refused_results and f"{refused_results} mismatched result(s)",
                                          refused_contents and f"{refused_contents} mismatched benchmark content "
                                          "line(s)") if x)
-        console.print(f"skipped {what}:\n" + "\n".join(f"  - {r}" for r in refused),
+        console.print(f"skipped {what}:\n" + "\n".join(f"  - {r}" for r in check.refused),
                       highlight=False, soft_wrap=True, markup=False)
-
-
-def _load_for_check(name: str, root: Path) -> Any:
-    """The benchmark ``name`` as it loads here; ``<name>[:N]`` is the slice ``--max-queries N`` makes."""
-    import re
-
-    m = re.fullmatch(r"(.+)\[:(\d+)\]", name)
-    bench = load_benchmark(m.group(1) if m else name, root, False)
-    return bench.head(int(m.group(2))) if m else bench
-
-
-def _verify_imports(items: list, known: dict[str, set[str]], root: Path) -> tuple[list, list[str], list[str], dict]:
-    """Check each imported line's benchmark version against this store's versions of that
-    benchmark, or, when the store does not know it, the version of the local copy. A benchmark
-    that cannot be loaded here: a result is accepted on the benchmark description it carries, a
-    content line when a result of its version was. Returns the accepted lines (in file order), a
-    message per refused one (file:line, what it is, benchmark, both versions), warnings for
-    benchmarks accepted unverified, and the descriptions of the local copies that were loaded."""
-    from .data import DataError
-    from .runner import benchmark_info
-    from .store import ImportedContent
-
-    versions: dict[str, tuple[set[str] | None, str]] = {}
-    local_infos: dict[tuple[str, str], Any] = {}
-    names = (it.benchmark if isinstance(it, ImportedContent) else it.record.benchmark for it in items)
-    for name in dict.fromkeys(names):
-        if name in known:
-            versions[name] = (known[name], "this store has")
-            continue
-        try:
-            console.print(f"checking the version of {name} against its local copy", highlight=False, soft_wrap=True)
-            bench = _load_for_check(name, root)
-        except (MissingDataError, DataError, RegistryError, LookupError, OSError, ValueError) as e:
-            versions[name] = (None, " ".join(str(e).split())[:300])
-            continue
-        versions[name] = ({bench.version}, "the local copy of the benchmark has")
-        info = benchmark_info(bench)
-        local_infos[(info.name, info.version)] = info
-    warnings: list[str] = []
-    refused_at: dict[int, str] = {}
-    warned: set[tuple[str, str]] = set()
-    for it in items:
-        if isinstance(it, ImportedContent):
-            continue
-        rec = it.record
-        what = f"{it.where}: result {rec.key} ({rec.label}, seed {rec.seed}) on benchmark {rec.benchmark}"
-        ok, why = versions[rec.benchmark]
-        if ok is None:
-            info = it.benchmark_info
-            if info is None or (info.name, info.version) != (rec.benchmark, rec.benchmark_version):
-                carried = ("no benchmark_info" if info is None else
-                           f"a benchmark_info of {info.name} version {info.version}, not of this result's benchmark")
-                refused_at[id(it)] = (f"{what} version {rec.benchmark_version} cannot be verified: the benchmark is "
-                                      f"not in this store and cannot be loaded here ({why}), and the line carries "
-                                      f"{carried}")
-                continue
-            if (rec.benchmark, rec.benchmark_version) not in warned:
-                warned.add((rec.benchmark, rec.benchmark_version))
-                warnings.append(f"benchmark {rec.benchmark} version {rec.benchmark_version} was NOT verified: it is "
-                                f"not in this store and cannot be loaded here ({why}); accepted on the exported "
-                                "benchmark description")
-        elif rec.benchmark_version not in ok:
-            refused_at[id(it)] = (f"{what} was computed on version {rec.benchmark_version}, but {why} version(s) "
-                                  f"{', '.join(sorted(ok))}; refusing to mix")
-    for it in items:
-        if not isinstance(it, ImportedContent):
-            continue
-        what = f"{it.where}: drill-down content of benchmark {it.benchmark}"
-        ok, why = versions[it.benchmark]
-        if ok is None:
-            if (it.benchmark, it.benchmark_version) not in warned:
-                refused_at[id(it)] = (f"{what} version {it.benchmark_version} cannot be verified: the benchmark is "
-                                      f"not in this store and cannot be loaded here ({why}), and no result of that "
-                                      "version in this file carries its description")
-        elif it.benchmark_version not in ok:
-            refused_at[id(it)] = (f"{what} is of version {it.benchmark_version}, but {why} version(s) "
-                                  f"{', '.join(sorted(ok))}; refusing to mix")
-    accepted = [it for it in items if id(it) not in refused_at]
-    refused = [refused_at[id(it)] for it in items if id(it) in refused_at]
-    return accepted, refused, warnings, local_infos
 
 
 @llm_app.command("serve")

@@ -279,6 +279,16 @@ def get_benchmark_loader(name: str) -> tuple[type, str]:
                   candidates=sorted({v for v, _, _ in benchmark_variants()} | set(known)))
 
 
+def stored_benchmark_name(name: str) -> str:
+    """The name a benchmark's results are stored under: a folder path, relative or absolute, is
+    resolved the way its loader names it, so every command finds the same results; any other name
+    stays as given."""
+    if not looks_like_path(name):
+        return name
+    loader, bname = get_benchmark_loader(name)
+    return loader.info(bname).name
+
+
 def load_benchmark(name: str, data_dir: Path, online: bool = False) -> Any:
     """Load benchmark ``name`` (an id, a split such as ``nevir:train``, or a folder path) from
     ``data_dir`` through its registered loader."""

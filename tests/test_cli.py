@@ -209,3 +209,16 @@ def test_build_diagnostics_then_run_by_name(home: Path) -> None:
     assert rec.n_queries == 12 and rec.measures["V@2"].n == 12
     res = runner.invoke(app, ["data", "build-diagnostics", "--set", "sarcasm"])
     assert res.exit_code == 2 and "unknown diagnostic builder 'sarcasm'" in res.output
+
+
+def test_a_folder_is_named_the_same_way_by_every_command(tmp_path: Path, home: Path, monkeypatch) -> None:
+    make_beir(tmp_path / "tiny-med")
+    monkeypatch.chdir(tmp_path)
+    assert invoke("run", "bm25", "-b", "./tiny-med", "--k", "5").exit_code == 0
+    for given in ("tiny-med/", str(tmp_path / "tiny-med"), "../" + tmp_path.name + "/tiny-med"):
+        res = invoke("audit", "-b", given, "--format", "json")
+        assert res.exit_code == 0, res.output
+        [row] = [r for r in json.loads(res.output) if r.get("retriever") == "bm25"]
+        assert row["benchmark"] == str((tmp_path / "tiny-med").resolve())
+        res = invoke("breakdown", given)
+        assert "no query groups stored" in res.output  # found the results; a folder has no groups
