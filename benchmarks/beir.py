@@ -10,15 +10,22 @@ Splits: the plain name is the test split (``qrels/test.tsv``). A ``:<split>`` su
 (``beir/scifact:train``, ``/data/my-set:train``) reads ``qrels/<split>.tsv`` instead, with the
 same corpus, and puts the query ids under ``splits[<split>]``; this is the name the runner asks
 for when a trainable retriever needs a train split.
+
+Names: :data:`BEIR_DATASETS` lists the datasets of BEIR. Any other ``beir/<name>`` loads from its
+folder ``<data_dir>/beir/<name>/`` when that folder exists (a dataset of your own, in BEIR
+format); when it does not, the name is reported as unknown with the close BEIR names ("did you
+mean"), and no source is invented for it.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.data import DatasetInfo, MissingDataError
+from harness.data import DatasetInfo, MissingDataError, parse_grade
+from harness.registry import RegistryError
 from harness.types import Benchmark, Judgments
 
 from .common import (
@@ -35,7 +42,19 @@ from .common import (
 
 BEIR_MEASURES = ("nDCG@10", "MAP@10", "R@100")
 BEIR_ZIP = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{}.zip"
+BEIR_REPO = "https://github.com/beir-cellar/beir"
 IRDS_DOCS = "https://ir-datasets.com/beir.html"
+
+CQADUPSTACK_FORUMS = ("android", "english", "gaming", "gis", "mathematica", "physics", "programmers", "stats",
+                      "tex", "unix", "webmasters", "wordpress")
+# BEIR's datasets (Thakur et al., 2021, table 1; CQADupStack by forum). BEIR does not redistribute
+# the last four: they are rebuilt from their original sources as BEIR's repository explains.
+NOT_REDISTRIBUTED = ("bioasq", "signal1m", "trec-news", "robust04")
+BEIR_DATASETS = (
+    "msmarco", "trec-covid", "nfcorpus", "nq", "hotpotqa", "fiqa", "arguana", "webis-touche2020", "quora",
+    "dbpedia-entity", "scidocs", "fever", "climate-fever", "scifact",
+    *(f"cqadupstack/{forum}" for forum in CQADUPSTACK_FORUMS), *NOT_REDISTRIBUTED,
+)
 
 # ir_datasets ids: these datasets have per-split subsets (``beir/<name>/test``); the others
 # (arguana, scidocs, trec-covid, nq, climate-fever, webis-touche2020, cqadupstack/<forum>) are
@@ -82,6 +101,38 @@ def split_suffix(split: str) -> str:
     return "" if split == "test" else f":{split}"
 
 
+def close_beir_names(sub: str) -> list[str]:
+    """The BEIR datasets whose names are close to ``sub`` (at most three, closest first)."""
+    return difflib.get_close_matches(sub, BEIR_DATASETS, n=3, cutoff=0.6)
+
+
+def unknown_beir_name(name: str, folder: Path) -> RegistryError:
+    """The error for ``beir/<name>`` when ``<name>`` is no BEIR dataset and ``folder`` does not exist."""
+    sub, split = parse_beir_name(name)
+    close = [f"beir/{c}{split_suffix(split)}" for c in close_beir_names(sub)]
+    known = [d for d in BEIR_DATASETS if not d.startswith("cqadupstack/")]
+    known.append(f"cqadupstack/<{'|'.join(CQADUPSTACK_FORUMS)}>")
+    msg = f"unknown BEIR dataset {sub!r} (benchmark {name!r})."
+    if close:
+        msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
+    return RegistryError(f"{msg} BEIR datasets: {', '.join(sorted(known))}; a dataset of your own is read from a "
+                         f"BEIR-format folder at {folder}/ (corpus.jsonl, queries.jsonl, qrels/{split}.tsv)")
+
+
+def official_source(sub: str, split: str) -> str:
+    """Where a BEIR dataset comes from; for a name that is no BEIR dataset, says so."""
+    base = sub.split("/")[0]
+    if base in NOT_REDISTRIBUTED:
+        return f"not redistributed by BEIR: rebuild {sub!r} from its original source as {BEIR_REPO} explains"
+    if sub not in BEIR_DATASETS:
+        close = close_beir_names(sub)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        return (f"none: {sub!r} is not a BEIR dataset{hint}; a BEIR-format folder of your own at beir/{sub}/ "
+                "in the data directory is read as it is")
+    return (f"ir_datasets id {irds_ids(sub, split)[0]!r} ({IRDS_DOCS}), "
+            f"or the BEIR zip {BEIR_ZIP.format(base)}")
+
+
 def irds_ids(sub: str, split: str = "test") -> list[str]:
     """ir_datasets ids to try for a BEIR dataset split, most likely first."""
     with_split, bare = f"beir/{sub}/{split}", f"beir/{sub}"
@@ -122,9 +173,8 @@ class BeirBenchmark(LoaderBase):
             name=f"beir/{sub}{split_suffix(split)}",
             task=cls.task,
             description=f"BEIR {sub} ({split} split): topical retrieval, qrels grade >= 1 is relevant.",
-            source=(f"ir_datasets id {irds_ids(sub, split)[0]!r} ({IRDS_DOCS}), "
-                    f"or the BEIR zip {BEIR_ZIP.format(sub.split('/')[0])}"),
-            license=LICENSES.get(sub.split("/")[0], DEFAULT_LICENSE),
+            source=official_source(sub, split),
+            license=LICENSES.get(sub.split("/")[0], DEFAULT_LICENSE if sub in BEIR_DATASETS else "unknown"),
             files=[join_rel(subdir, f) for f in beir_files(split)],
             subdir=subdir,
         )
@@ -133,6 +183,9 @@ class BeirBenchmark(LoaderBase):
     def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark:
         sub, split = parse_beir_name(name)
         info = cls.info(name)
+        folder = Path(data_dir) / info.subdir
+        if sub not in BEIR_DATASETS and not folder.is_dir():
+            raise unknown_beir_name(name, folder)
         if online and cls.missing_files(name, data_dir):
             data, source = cls._from_ir_datasets(name, Path(data_dir))
         else:
@@ -175,7 +228,8 @@ class BeirBenchmark(LoaderBase):
             f"{label} queries",
         )
         relevance = build_relevance(
-            ((i, str(r.query_id), str(r.doc_id), int(r.relevance)) for i, r in enumerate(dataset.qrels_iter(), 1)),
+            ((i, str(r.query_id), str(r.doc_id), parse_grade(str(r.relevance), f"{label} qrels", i, "relevance"))
+             for i, r in enumerate(dataset.qrels_iter(), 1)),
             f"{label} qrels", corpus, {q.id for q in queries},
         )
         data = assemble_beir(corpus, queries, relevance, keep_unjudged_queries=False)

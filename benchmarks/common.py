@@ -182,35 +182,48 @@ def require_text(obj: dict[str, Any], names: str | Sequence[str], origin: Origin
 
 
 def build_corpus(records: Iterable[tuple[int | None, str, str, str]], origin: Origin) -> Corpus:
-    """``(line, id, title, text)`` records → :class:`Corpus`; duplicate ids raise ``DataError``."""
+    """``(line, id, title, text)`` records → :class:`Corpus`. Duplicate ids, a document whose
+    title and text are both blank (nothing to retrieve it by) and an empty corpus raise ``DataError``."""
     seen = IdTracker(origin, "document")
     docs: list[Document] = []
     for line, doc_id, title, text in records:
         if not doc_id:
             raise DataError(origin, line, "empty document id")
         seen.add(doc_id, line)
+        if not (title.strip() or text.strip()):
+            raise DataError(origin, line, f"document {doc_id!r}: fields 'title' and 'text' are both empty")
         docs.append(Document(id=doc_id, text=text, title=title))
+    if not docs:
+        raise DataError(origin, None, "no documents found")
     return Corpus(docs)
 
 
 def build_queries(records: Iterable[tuple[int | None, str, str]], origin: Origin) -> list[Query]:
-    """``(line, id, text)`` records → queries; duplicate ids raise ``DataError``."""
+    """``(line, id, text)`` records → queries. Duplicate ids, a blank query text and an empty
+    query list raise ``DataError``."""
     seen = IdTracker(origin, "query")
     out: list[Query] = []
     for line, qid, text in records:
         if not qid:
             raise DataError(origin, line, "empty query id")
         seen.add(qid, line)
+        if not text.strip():
+            raise DataError(origin, line, f"query {qid!r}: field 'text' is empty")
         out.append(Query(id=qid, text=text))
+    if not out:
+        raise DataError(origin, None, "no queries found")
     return out
 
 
 def build_relevance(records: Iterable[tuple[int | None, str, str, int]], origin: Origin,
-                    doc_ids: Collection[str], query_ids: Collection[str]) -> dict[str, dict[str, int]]:
+                    doc_ids: Collection[str], query_ids: Collection[str],
+                    threshold: int = 1) -> dict[str, dict[str, int]]:
     """``(line, qid, docid, grade)`` records → pytrec_eval qrels.
 
     A record naming an unknown query or document raises ``DataError``; so does a repeated
-    ``(qid, docid)`` with a different grade (an identical repeat is harmless and kept once).
+    ``(qid, docid)`` with a different grade (an identical repeat is harmless and kept once), and
+    so do qrels in which no document reaches ``threshold`` (no rows, a header only, or only
+    non-relevant grades): such a benchmark has no query to score.
     """
     rel: dict[str, dict[str, int]] = {}
     for line, qid, did, grade in records:
@@ -223,6 +236,10 @@ def build_relevance(records: Iterable[tuple[int | None, str, str, int]], origin:
             raise DataError(origin, line, f"conflicting grades for query {qid!r}, document {did!r}: "
                                           f"{per_q[did]} and {grade}")
         per_q[did] = grade
+    if not rel:
+        raise DataError(origin, None, "no judgments found (no qrels rows)")
+    if not any(g >= threshold for docs in rel.values() for g in docs.values()):
+        raise DataError(origin, None, f"no judgment has a grade >= {threshold}: no query has a relevant document")
     return rel
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,30 +70,50 @@ def require_files(benchmark: str, root: Path, files: Sequence[str], source: str)
         raise MissingDataError(benchmark, root, missing, source)
 
 
+def not_utf8(path: Path) -> DataError:
+    """The ``DataError`` for a file that is not UTF-8: names the first line holding a bad byte."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return DataError(path, lineno, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte {e.start + 1} "
+                                               "of the line)")
+    return DataError(path, None, "not valid UTF-8")
+
+
+def read_lines(path: Path, newline: str | None = None) -> Iterator[str]:
+    """The lines of a UTF-8 text file; a byte that is not UTF-8 raises ``DataError`` naming its line."""
+    with open(path, encoding="utf-8", newline=newline) as f:
+        try:
+            yield from f
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
+
+
 def iter_jsonl(path: Path, *, blank_lines: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)``; blank lines are skipped (an error with ``blank_lines=False``),
     anything else must be a JSON object."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                if not blank_lines:
-                    raise DataError(path, lineno, "empty line")
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+    for lineno, line in enumerate(read_lines(path), 1):
+        if not line.strip():
+            if not blank_lines:
+                raise DataError(path, lineno, "empty line")
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise DataError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
 
 
 def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise DataError(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+    text = "".join(read_lines(path))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
 
 
 def get_field(obj: dict[str, Any], names: str | Sequence[str], path: Path, line: int | None,
@@ -116,24 +137,31 @@ def get_field(obj: dict[str, Any], names: str | Sequence[str], path: Path, line:
 def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
     """BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with an optional header line.
     Also accepts the 4-column TREC form ``qid 0 docid rel``."""
-    with open(path, encoding="utf-8", newline="") as f:
-        for lineno, row in enumerate(csv.reader(f, delimiter="\t"), 1):
-            if not row or not "".join(row).strip():
-                continue
-            if len(row) == 1:
-                row = row[0].split()
-            if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
-                continue
-            if len(row) == 4:
-                row = [row[0], row[2], row[3]]
-            if len(row) != 3:
-                raise DataError(path, lineno, f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(row)}")
-            qid, did, score = (c.strip() for c in row)
-            try:
-                rel = int(float(score))
-            except ValueError:
-                raise DataError(path, lineno, f"field 'score' is not a number: {score!r}") from None
-            yield lineno, qid, did, rel
+    for lineno, row in enumerate(csv.reader(read_lines(path, newline=""), delimiter="\t"), 1):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) == 1:
+            row = row[0].split()
+        if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
+            continue
+        if len(row) == 4:
+            row = [row[0], row[2], row[3]]
+        if len(row) != 3:
+            raise DataError(path, lineno, f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(row)}")
+        qid, did, score = (c.strip() for c in row)
+        yield lineno, qid, did, parse_grade(score, path, lineno)
+
+
+def parse_grade(value: str, path: Path | str, line: int | None, field_name: str = "score") -> int:
+    """A relevance grade written as a whole number (``2``, ``-1``, ``1.0``); a fraction, ``inf``,
+    ``nan`` or anything that is not a number raises ``DataError``."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise DataError(path, line, f"field {field_name!r} is not a number: {value!r}") from None
+    if not math.isfinite(number) or not number.is_integer():
+        raise DataError(path, line, f"field {field_name!r} must be a whole number, got {value!r}")
+    return int(number)
 
 
 @dataclass

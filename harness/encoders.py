@@ -6,19 +6,23 @@ Face hub name (online users: ``BAAI/bge-large-en-v1.5``). Local and packaged mod
 ``local_files_only=True``, so the offline path never touches the network.
 
 Embeddings are cached as float32 ``.npy`` files keyed by (model fingerprint, prefix, normalisation,
-max length, text hash) and memory-mapped on load — no pickle anywhere.
+max length, text hash) and memory-mapped on load — no pickle anywhere. Each file's name carries
+the SHA-256 of its bytes (:class:`EmbeddingCache`), checked on every load: a damaged entry is
+reported by path, removed and recomputed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -166,26 +170,100 @@ def _texts_hash(texts: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def atomic_save_npy(path: Path, arr: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, arr, allow_pickle=False)
-    os.replace(tmp, path)
+CHECKSUM_CHARS = 32
+"""Hex characters of the SHA-256 of an entry's bytes kept in its file name (128 bits)."""
+
+
+def file_checksum(path: Path) -> str:
+    """The first :data:`CHECKSUM_CHARS` hex digits of the SHA-256 of the file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:CHECKSUM_CHARS]
+
+
+def warn_stderr(message: str) -> None:
+    """One ``warning: …`` line on standard error."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+class EmbeddingCache:
+    """Float32 matrices on disk: ``<root>/<folder>/<key>-<checksum>.npy``.
+
+    The checksum in the name is that of the file's bytes (:func:`file_checksum`), so an entry is
+    written in one atomic rename and verified on every load: a file that is truncated, overwritten,
+    unreadable or of the wrong shape is reported through ``warn`` (one line naming the path),
+    deleted, and treated as missing, so the caller recomputes and stores it again. Files from
+    before checksums (``<key>.npy``) are never read; they are removed when their entry is rewritten.
+    """
+
+    def __init__(self, root: Path, warn: Callable[[str], None] = warn_stderr):
+        self.root, self.warn = Path(root), warn
+        self.discarded = 0
+
+    def entries(self, folder: str, key: str) -> list[Path]:
+        """The checksummed files of ``key`` (normally one)."""
+        return sorted((self.root / folder).glob(f"{key}-*.npy"))
+
+    def get(self, folder: str, key: str, rows: int) -> np.ndarray | None:
+        """The verified ``(rows, dim)`` float32 matrix of ``key``, memory-mapped; ``None`` when absent
+        or damaged."""
+        for path in self.entries(folder, key):
+            try:
+                return self._load_verified(path, rows)
+            except (OSError, ValueError, EOFError) as e:
+                self.discarded += 1
+                self.warn(f"embedding cache entry {path} is damaged ({e}); removed, recomputing")
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
+        return None
+
+    @staticmethod
+    def _load_verified(path: Path, rows: int) -> np.ndarray:
+        """The entry's matrix; ``ValueError`` when its bytes or its shape are not what they must be."""
+        want = path.stem.rsplit("-", 1)[-1]
+        got = file_checksum(path)
+        if got != want:
+            raise ValueError(f"its checksum is {got}, its name says {want}")
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != rows:
+            raise ValueError(f"it holds {arr.dtype} {arr.shape}, expected float32 with {rows} rows")
+        return arr
+
+    def put(self, folder: str, key: str, arr: np.ndarray) -> Path:
+        """Store ``arr`` under ``key`` (tmp file, checksum, rename) and drop the key's other files."""
+        directory = self.root / folder
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, arr, allow_pickle=False)
+            path = directory / f"{key}-{file_checksum(tmp)}.npy"
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        for other in [*self.entries(folder, key), directory / f"{key}.npy"]:
+            if other != path:
+                with contextlib.suppress(OSError):
+                    other.unlink(missing_ok=True)
+        return path
 
 
 class EncoderPool:
-    """Loads each encoder once per process and caches embeddings on disk."""
+    """Loads each encoder once per process and caches embeddings on disk; ``warn`` receives a
+    one-line message for each damaged cache entry it discards (default: standard error)."""
 
     def __init__(self, cache_dir: Path | None, device: str | None = None,
-                 progress: Any = None):
+                 progress: Any = None, warn: Callable[[str], None] = warn_stderr):
         self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.cache = EmbeddingCache(self.cache_dir / "embeddings", warn) if self.cache_dir else None
         self.device = device or default_device()
         self.progress = progress or NullProgress()
         self._models: dict[tuple[str, int | None, str | None], Any] = {}
         self._fingerprints: dict[str, str] = {}
         self._lock = threading.Lock()
-        self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0}
+        self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0, "cache_discarded": 0}
 
     def model(self, name: str, max_length: int | None = None, pooling: str | None = None) -> Any:
         key = (name, max_length, pooling)
@@ -199,14 +277,14 @@ class EncoderPool:
             self._fingerprints[name] = model_fingerprint(name)
         return self._fingerprints[name]
 
-    def cache_path(self, name: str, texts: Sequence[str], *, prefix: str, normalize: bool,
-                   max_length: int | None, pooling: str | None = None) -> Path | None:
-        if self.cache_dir is None:
-            return None
+    def cache_key(self, name: str, texts: Sequence[str], *, prefix: str, normalize: bool,
+                  max_length: int | None, pooling: str | None = None) -> tuple[str, str]:
+        """``(folder, key)`` of the embeddings of ``texts``: the model fingerprint, and the hash of
+        it with the encoding settings and the texts."""
         settings = json.dumps({"prefix": prefix, "normalize": normalize, "max_length": max_length,
                                "pooling": pooling or "model-default"}, sort_keys=True)
         key = hashlib.sha256(f"{self.fingerprint(name)}\n{settings}\n{_texts_hash(texts)}".encode()).hexdigest()[:32]
-        return self.cache_dir / "embeddings" / self.fingerprint(name) / f"{key}.npy"
+        return self.fingerprint(name), key
 
     def encode(self, name: str, texts: Sequence[str], *, prefix: str = "", normalize: bool = True,
                batch_size: int = 64, max_length: int | None = None, description: str = "encoding",
@@ -214,13 +292,15 @@ class EncoderPool:
         """Embeddings of ``prefix + text`` for each text, float32, shape (len(texts), dim);
         ``pooling`` overrides the model's pooling (None: the model's own)."""
         texts = list(texts)
-        path = self.cache_path(name, texts, prefix=prefix, normalize=normalize, max_length=max_length,
-                               pooling=pooling)
-        if path is not None and path.exists():
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-            if arr.shape[0] == len(texts):
+        entry = None
+        if self.cache is not None:
+            entry = self.cache_key(name, texts, prefix=prefix, normalize=normalize, max_length=max_length,
+                                   pooling=pooling)
+            cached = self.cache.get(*entry, rows=len(texts))
+            self.stats["cache_discarded"] = self.cache.discarded
+            if cached is not None:
                 self.stats["cache_hits"] += 1
-                return arr
+                return cached
         self.stats["cache_misses"] += 1
         model = self.model(name, max_length, pooling)
         # Longest first across the whole list (not per chunk), so batches carry little padding.
@@ -239,6 +319,9 @@ class EncoderPool:
         if parts:
             arr[order] = np.concatenate(parts)
         self.stats["encoded"] += len(texts)
-        if path is not None:
-            atomic_save_npy(path, arr)
+        if self.cache is not None and entry is not None:
+            try:
+                self.cache.put(*entry, arr)
+            except OSError as e:  # the embeddings are computed: keep them, say the cache is not written
+                self.cache.warn(f"embedding cache not written under {self.cache.root / entry[0]}: {e}")
         return arr

@@ -276,7 +276,8 @@ class Runner:
         self.log = log
         self.device = settings.device or default_device()
         self.data_dir = default_data_dir(settings.data_dir)
-        self.encoders = EncoderPool(settings.home / "cache", self.device, self.progress)
+        self.encoders = EncoderPool(settings.home / "cache", self.device, self.progress,
+                                    warn=lambda m: log(f"warning: {m}"))
         self._benchmarks: dict[str, tuple[Benchmark, float]] = {}
         self.environment = environment(self.device)  # the same for every result of this run
         self._llm: LLMClient | None = None

@@ -498,7 +498,11 @@ def test_beir_online_converts_ir_datasets(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(MissingDataError):  # offline: never touches ir_datasets
         BeirBenchmark.load("beir/fiqa", tmp_path)
     with pytest.raises(MissingDataError, match="ir_datasets knows none"):
+        BeirBenchmark.load("beir/nfcorpus", tmp_path, online=True)
+    calls.clear()
+    with pytest.raises(LookupError, match="unknown BEIR dataset 'nosuch'"):  # not asked for a name BEIR lacks
         BeirBenchmark.load("beir/nosuch", tmp_path, online=True)
+    assert calls == []
 
     broken = FakeDataset([Doc("10", "x", "")], [GenericQuery("1", "q")], [TrecQrel("1", "99", 1, "0")])
     monkeypatch.setitem(sys.modules, "ir_datasets", fake_ir_datasets({"beir/scifact/test": broken}, []))
