@@ -1,10 +1,19 @@
 """BEIR datasets: ``beir/<name>`` from the data directory (or ``ir_datasets``), and any local
 BEIR-format folder given by its path.
 
-Conventions (both loaders): task ``topical``; a qrels grade >= 1 counts as relevant
-(``relevance_threshold = 1``); there are no violating documents. As in BEIR's own loader, only
-the queries that ``qrels/<split>.tsv`` judges are kept (``queries.jsonl`` usually holds every
-split's queries); the count in the file is kept in ``notes["queries_in_source"]``.
+Conventions (both loaders): a qrels grade >= 1 counts as relevant (``relevance_threshold = 1``;
+nDCG uses the grades as gains). As in BEIR's own loader, only the queries that
+``qrels/<split>.tsv`` judges are kept (``queries.jsonl`` usually holds every split's queries); the
+count in the file is kept in ``notes["queries_in_source"]``.
+
+Constraint benchmarks in BEIR format (README, "Constraint benchmarks of your own"): a folder of
+your own marks violating documents with a qrels grade below 0, or lists them in
+``qrels/<split>.violating.tsv`` (``query-id<TAB>corpus-id``; a pair there that the qrels do not
+grade counts as graded -1). The task is inferred: ``constraint`` when any violating document
+exists (V@k and FVR@k then apply), else ``topical``. A negative grade stays in the relevance table,
+where pytrec_eval treats it like 0 (judged, not relevant, no gain). In the datasets of BEIR itself
+a negative grade keeps its TREC meaning (judged junk, not relevant) and marks nothing as violating;
+their task is ``topical`` unless a violating file is added.
 
 Splits: the plain name is the test split (``qrels/test.tsv``). A ``:<split>`` suffix
 (``beir/scifact:train``, ``/data/my-set:train``) reads ``qrels/<split>.tsv`` instead, with the
@@ -26,9 +35,10 @@ from typing import Any, ClassVar
 
 from harness.data import DatasetInfo, MissingDataError, parse_grade
 from harness.registry import RegistryError
-from harness.types import Benchmark, Judgments
+from harness.types import Benchmark
 
 from .common import (
+    TOPICAL_MEASURES,
     BeirData,
     LoaderBase,
     assemble_beir,
@@ -36,11 +46,14 @@ from .common import (
     build_corpus,
     build_queries,
     build_relevance,
+    inferred_task,
     join_rel,
     load_beir_folder,
+    task_measures,
+    violating_file,
 )
 
-BEIR_MEASURES = ("nDCG@10", "MAP@10", "R@100")
+BEIR_MEASURES = TOPICAL_MEASURES
 BEIR_ZIP = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{}.zip"
 BEIR_REPO = "https://github.com/beir-cellar/beir"
 IRDS_DOCS = "https://ir-datasets.com/beir.html"
@@ -141,10 +154,28 @@ def irds_ids(sub: str, split: str = "test") -> list[str]:
     return [with_split, bare] if sub in IRDS_WITH_SPLITS else [bare, with_split]
 
 
+INFERRED_TASK = ("task inferred from the judgments: constraint when the qrels mark violating documents "
+                 "(a grade < 0, or {violating}), else topical")
+
+
 def _describe(title: str, split: str, data: BeirData) -> str:
+    if inferred_task(data.judgments) == "constraint":
+        sources = " and ".join(data.violating_from)
+        return (f"{title} ({split} split): constraint retrieval over {len(data.corpus):,} documents, "
+                f"{len(data.queries):,} judged queries; a qrels grade >= 1 counts as relevant; "
+                f"{data.judgments.n_violating_pairs():,} violating pairs ({sources}).")
     return (f"{title} ({split} split): topical retrieval over {len(data.corpus):,} documents, "
             f"{len(data.queries):,} judged queries; a qrels grade >= 1 counts as relevant; "
             "no violating documents.")
+
+
+def _build(loader: type[LoaderBase], name: str, title: str, split: str, data: BeirData, **texts: Any) -> Benchmark:
+    """The benchmark of a BEIR dataset, its task inferred from its judgments."""
+    judgments = data.judgments
+    task = inferred_task(judgments)
+    return loader.build(name, data.corpus, data.queries, judgments, splits={split: [q.id for q in data.queries]},
+                        description=_describe(title, split, data), task=task, default_measures=task_measures(task),
+                        notes=data.notes, **texts)
 
 
 class BeirBenchmark(LoaderBase):
@@ -172,11 +203,15 @@ class BeirBenchmark(LoaderBase):
         return DatasetInfo(
             name=f"beir/{sub}{split_suffix(split)}",
             task=cls.task,
-            description=f"BEIR {sub} ({split} split): topical retrieval, qrels grade >= 1 is relevant.",
+            description=(f"BEIR {sub} ({split} split): topical retrieval, qrels grade >= 1 is relevant."
+                         if sub in BEIR_DATASETS else
+                         f"BEIR-format folder beir/{sub} ({split} split): qrels grade >= 1 is relevant; "
+                         + INFERRED_TASK.format(violating=violating_file(split)) + "."),
             source=official_source(sub, split),
             license=LICENSES.get(sub.split("/")[0], DEFAULT_LICENSE if sub in BEIR_DATASETS else "unknown"),
             files=[join_rel(subdir, f) for f in beir_files(split)],
             subdir=subdir,
+            optional_files=[join_rel(subdir, violating_file(split))],
         )
 
     @classmethod
@@ -190,13 +225,9 @@ class BeirBenchmark(LoaderBase):
             data, source = cls._from_ir_datasets(name, Path(data_dir))
         else:
             root = cls.require(name, data_dir)
-            data, source = load_beir_folder(root, split), info.source
-        return cls.build(
-            info.name, data.corpus, data.queries, Judgments(relevance=data.relevance),
-            splits={split: [q.id for q in data.queries]},
-            description=_describe(f"BEIR {sub}", split, data), source=source, license=info.license,
-            notes=data.notes,
-        )
+            data = load_beir_folder(root, split, negative_violates=sub not in BEIR_DATASETS)
+            source = info.source
+        return _build(cls, info.name, f"BEIR {sub}", split, data, source=source, license=info.license)
 
     @classmethod
     def _from_ir_datasets(cls, name: str, data_dir: Path) -> tuple[BeirData, str]:
@@ -242,7 +273,9 @@ class BeirFolder(LoaderBase):
     diagnostic set (``corpus_<set>.jsonl`` + ``queries_<set>.jsonl``) is read as one instead.
 
     The folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (header line
-    optional); ``<path>:<split>`` reads ``qrels/<split>.tsv``. The benchmark is named by the
+    optional), and may hold ``qrels/test.violating.tsv``; ``<path>:<split>`` reads
+    ``qrels/<split>.tsv`` (and ``qrels/<split>.violating.tsv``). The task is inferred from the
+    judgments (see the module docstring). The benchmark is named by the
     resolved absolute path (plus ``:<split>`` for a non-test split): unambiguous, and a name the
     registry resolves back to this loader, so the runner can reload it or ask for its ``:train``
     split. The folder's own name is kept in ``notes["folder_name"]``. There is no online source;
@@ -271,12 +304,26 @@ class BeirFolder(LoaderBase):
         return DatasetInfo(
             name=f"{path}{split_suffix(split)}",
             task=cls.task,
-            description=f"BEIR-format folder {path} ({split} split): topical retrieval, qrels grade >= 1 is relevant.",
+            description=(f"BEIR-format folder {path} ({split} split): qrels grade >= 1 is relevant; "
+                         + INFERRED_TASK.format(violating=violating_file(split)) + "."),
             source=f"local BEIR-format folder {path}",
             license="unknown (local folder)",
             files=[str(path / f) for f in beir_files(split)],
             subdir=str(path),
+            optional_files=[str(path / violating_file(split))],
         )
+
+    @classmethod
+    def layout(cls, name: str) -> str:
+        """Which layout a load of ``name`` reads, and its files (for ``beyondsim data check``)."""
+        path, split = cls.parse(name)
+        from .diagnostics import find_set_files
+
+        found = find_set_files(path) if split == "test" and path.is_dir() else None
+        if found is not None:
+            return f"diagnostic layout: {found[1].name}, {found[2].name}"
+        files = [*beir_files(split), *([violating_file(split)] if (path / violating_file(split)).is_file() else [])]
+        return f"BEIR layout: {', '.join(files)}"
 
     @classmethod
     def load(cls, name: str, data_dir: Path | None = None, online: bool = False) -> Benchmark:
@@ -288,10 +335,6 @@ class BeirFolder(LoaderBase):
         info = cls.info(name)
         cls.require(name, path)
         data = load_beir_folder(path, split)
-        data.notes.update(path=str(path), folder_name=path.name)
-        return cls.build(
-            info.name, data.corpus, data.queries, Judgments(relevance=data.relevance),
-            splits={split: [q.id for q in data.queries]},
-            description=_describe(f"BEIR-format folder {path.name}", split, data),
-            source=info.source, license=info.license, notes=data.notes,
-        )
+        data.notes.update(path=str(path), folder_name=path.name, layout="beir")
+        return _build(cls, info.name, f"BEIR-format folder {path.name}", split, data, source=info.source,
+                      license=info.license)

@@ -8,7 +8,8 @@
   (``ir_datasets``, the Hugging Face hub) go through the same validation; ``origin`` is the file
   path (or a label such as ``ir_datasets:beir/scifact/test``) that error messages name.
 * :func:`load_beir_folder` — a BEIR folder (``corpus.jsonl``, ``queries.jsonl``,
-  ``qrels/<split>.tsv``) read with those builders.
+  ``qrels/<split>.tsv``, optionally ``qrels/<split>.violating.tsv``) read with those builders.
+* :func:`inferred_task` — ``constraint`` when a benchmark has violating documents, else ``topical``.
 * :func:`dedup_by_text` — collapse documents with identical text onto one canonical id.
 
 Every malformed input raises :class:`harness.data.DataError` naming the file, the line and the
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Iterable, Iterator, Sequence
 
-from harness.data import (DataError, DatasetInfo, get_field, iter_jsonl, missing_files, read_json, read_qrels_tsv,
-                          require_files)
+from harness.data import (DataError, DatasetInfo, get_field, iter_jsonl, missing_files, read_json, read_pairs_tsv,
+                          read_qrels_tsv, require_files)
 from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query, benchmark_fingerprint
 
 Origin = Path | str
@@ -31,6 +32,22 @@ Origin = Path | str
 
 SPLIT_SEED = 0
 """Seed of every split a loader makes where the dataset releases none (recorded in ``notes``)."""
+
+CONSTRAINT_MEASURES = ("V@2", "V@10", "FVR@10", "nDCG@10", "MAP@10", "R@10")
+"""Headline measures of a benchmark with violating documents."""
+TOPICAL_MEASURES = ("nDCG@10", "MAP@10", "R@100")
+"""Headline measures of a benchmark that only grades relevance (BEIR's)."""
+
+
+def inferred_task(judgments: Judgments) -> str:
+    """``constraint`` when any query has a violating document, else ``topical``: the task of a
+    benchmark whose format can carry either (a folder of your own)."""
+    return "constraint" if any(judgments.violating.values()) else "topical"
+
+
+def task_measures(task: str) -> tuple[str, ...]:
+    """The headline measures of an inferred task."""
+    return CONSTRAINT_MEASURES if task == "constraint" else TOPICAL_MEASURES
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,11 +112,14 @@ class LoaderBase:
         source: str | None = None,
         license: str | None = None,
         notes: dict[str, object] | None = None,
+        task: str | None = None,
+        default_measures: Sequence[str] | None = None,
     ) -> Benchmark:
         """A :class:`Benchmark` whose ``version`` is the content fingerprint of what it holds.
 
         ``splits`` defaults to ``{"test": <ids of the judged queries>}``; unset texts come from
-        :meth:`info` (called only when one of them is unset).
+        :meth:`info` (called only when one of them is unset); ``task`` and ``default_measures``
+        default to the class attributes (a loader that infers the task passes both).
         """
         check_judgments_consistent(name, corpus, queries, judgments, pairs)
         if description is None or source is None or license is None:
@@ -115,8 +135,8 @@ class LoaderBase:
             corpus=corpus,
             queries=queries,
             judgments=judgments,
-            task=cls.task,
-            default_measures=tuple(cls.default_measures),
+            task=task or cls.task,
+            default_measures=tuple(cls.default_measures if default_measures is None else default_measures),
             splits=splits,
             pairs=pairs,
             relevance_threshold=cls.relevance_threshold,
@@ -291,10 +311,17 @@ class BeirData:
     relevance: dict[str, dict[str, int]]
     queries_in_source: int
     notes: dict[str, object] = field(default_factory=dict)
+    violating: dict[str, frozenset[str]] = field(default_factory=dict)
+    violating_from: list[str] = field(default_factory=list)
+    """Where the violating marks came from (negative grades, the violating file)."""
+
+    @property
+    def judgments(self) -> Judgments:
+        return Judgments(self.relevance, dict(self.violating))
 
 
 def assemble_beir(corpus: Corpus, queries: list[Query], relevance: dict[str, dict[str, int]],
-                  keep_unjudged_queries: bool) -> BeirData:
+                  keep_unjudged_queries: bool, violating: dict[str, frozenset[str]] | None = None) -> BeirData:
     """Keep all queries, or (BEIR's own convention) only the ones the qrels judge."""
     n = len(queries)
     if not keep_unjudged_queries:
@@ -306,7 +333,8 @@ def assemble_beir(corpus: Corpus, queries: list[Query], relevance: dict[str, dic
         # documents whose (title, text) repeats an earlier one: they tie with it in any ranking
         "duplicate_document_texts": len(corpus) - distinct,
     }
-    return BeirData(corpus=corpus, queries=queries, relevance=relevance, queries_in_source=n, notes=notes)
+    return BeirData(corpus=corpus, queries=queries, relevance=relevance, queries_in_source=n, notes=notes,
+                    violating=dict(violating or {}))
 
 
 def beir_files(split: str = "test") -> tuple[str, str, str]:
@@ -314,19 +342,74 @@ def beir_files(split: str = "test") -> tuple[str, str, str]:
     return ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv")
 
 
-def load_beir_folder(root: Path, split: str = "test", keep_unjudged_queries: bool = False) -> BeirData:
+def violating_file(split: str = "test") -> str:
+    """The optional file of a BEIR folder that lists violating ``query-id corpus-id`` pairs."""
+    return f"qrels/{split}.violating.tsv"
+
+
+def negative_grades(relevance: dict[str, dict[str, int]]) -> dict[str, set[str]]:
+    """``{qid: documents graded below 0}``: the violating documents a qrels table marks."""
+    out: dict[str, set[str]] = {}
+    for qid, docs in relevance.items():
+        neg = {d for d, g in docs.items() if g < 0}
+        if neg:
+            out[qid] = neg
+    return out
+
+
+def add_violating(records: Iterable[tuple[int | None, str, str]], origin: Origin,
+                  relevance: dict[str, dict[str, int]], violating: dict[str, set[str]],
+                  doc_ids: Collection[str], query_ids: Collection[str], qrels_origin: Origin,
+                  threshold: int = 1) -> None:
+    """Add ``(line, qid, docid)`` records of a violating file to ``violating``. A pair the qrels do
+    not grade joins ``relevance`` with grade -1, as if the qrels held that line. An unknown id, a
+    pair the qrels grade relevant (``>= threshold``) and a file without rows raise ``DataError``."""
+    rows = 0
+    for line, qid, did in records:
+        rows += 1
+        if qid not in query_ids:
+            raise DataError(origin, line, f"field 'query-id': unknown query {qid!r}")
+        if did not in doc_ids:
+            raise DataError(origin, line, f"field 'corpus-id': unknown document {did!r} (violating for query {qid!r})")
+        grade = relevance.get(qid, {}).get(did)
+        if grade is not None and grade >= threshold:
+            raise DataError(origin, line, f"field 'corpus-id': document {did!r} is marked violating for query "
+                                          f"{qid!r}, but {qrels_origin} grades it {grade} (relevant)")
+        relevance.setdefault(qid, {}).setdefault(did, -1)
+        violating.setdefault(qid, set()).add(did)
+    if not rows:
+        raise DataError(origin, None, "no violating pairs found (an empty file marks nothing: remove it)")
+
+
+def load_beir_folder(root: Path, split: str = "test", keep_unjudged_queries: bool = False,
+                     negative_violates: bool = True) -> BeirData:
     """Read a BEIR folder strictly.
 
     ``qrels/<split>.tsv`` may or may not start with a ``query-id corpus-id score`` header. By
     BEIR's convention only queries that the qrels judge are kept; ``keep_unjudged_queries``
     keeps every query of ``queries.jsonl`` (they are then searched but not scored).
+
+    Violating documents: with ``negative_violates`` a qrels grade below 0 marks one (the grade
+    stays in ``relevance``, where pytrec_eval counts it like 0: judged, not relevant, no gain);
+    ``qrels/<split>.violating.tsv``, when present, lists more (see :func:`add_violating`).
+    ``violating_from`` says which of the two the marks came from.
     """
     corpus_f, queries_f, qrels_f = (root / f for f in beir_files(split))
     corpus = build_corpus(beir_corpus_records(corpus_f), corpus_f)
     queries = build_queries(beir_query_records(queries_f), queries_f)
     qids = {q.id for q in queries}
     relevance = build_relevance(read_qrels_tsv(qrels_f), qrels_f, corpus, qids)
-    return assemble_beir(corpus, queries, relevance, keep_unjudged_queries)
+    violating = negative_grades(relevance) if negative_violates else {}
+    sources = [f"qrels/{split}.tsv grade < 0"] if violating else []
+    viol_f = root / violating_file(split)
+    if viol_f.is_file():
+        add_violating(read_pairs_tsv(viol_f), viol_f, relevance, violating, corpus, qids, qrels_f)
+        sources.append(violating_file(split))
+    data = assemble_beir(corpus, queries, relevance, keep_unjudged_queries,
+                         {q: frozenset(v) for q, v in violating.items()})
+    data.violating_from = sources
+    data.notes.update(violating_pairs=sum(len(v) for v in violating.values()), violating_from=sources)
+    return data
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,10 @@ Where a set is looked for, first match wins:
    that the negated copy changes (``benchmarks.builders.negation_from_released``).
 
 Any folder holding ``corpus_<set>.jsonl`` and ``queries_<set>.jsonl`` also runs as a benchmark
-by its path (``beyondsim run bm25 --benchmark ./my-diagnostics/exclusion``).
+by its path (``beyondsim run bm25 --benchmark ./my-diagnostics/exclusion``), whatever ``<set>`` is:
+this is one of the two layouts of a constraint benchmark of your own (README, "Constraint
+benchmarks of your own"; the other is a BEIR folder with negative grades). Its task is inferred:
+``constraint`` when a query lists a violating document, else ``topical``.
 
 Checks: every referenced document exists, satisfying documents are graded 2 and violating ones
 0, grades are 0/1/2, ids are unique; errors name the file, the line and the field.
@@ -40,7 +43,8 @@ from typing import Any, ClassVar, Iterable
 from harness.data import DataError, DatasetInfo, MissingDataError, default_home, get_field, iter_jsonl
 from harness.types import Benchmark, Corpus, Judgments, Query
 
-from .common import IdTracker, LoaderBase, Origin, build_corpus, check_doc_refs, get_id_list, require_text
+from .common import (CONSTRAINT_MEASURES, IdTracker, LoaderBase, Origin, build_corpus, check_doc_refs, get_id_list,
+                     inferred_task, require_text, task_measures)
 
 CODER_DATA = "https://github.com/nice-hku-coder/coder_data"
 GRADES = (0, 1, 2)
@@ -143,7 +147,7 @@ class DiagnosticSet(LoaderBase):
     """``diag/antonym``, ``diag/negation``, ``diag/exclusion``; see the module docstring."""
 
     task: ClassVar[str] = "constraint"
-    default_measures: ClassVar[tuple[str, ...]] = ("V@2", "V@10", "FVR@10", "nDCG@10", "MAP@10", "R@10")
+    default_measures: ClassVar[tuple[str, ...]] = CONSTRAINT_MEASURES
     relevance_threshold: ClassVar[int] = 2
     source: ClassVar[str] = f"CoDeR data release nice-hku-coder/coder_data ({CODER_DATA})"
 
@@ -239,7 +243,7 @@ class DiagnosticSet(LoaderBase):
         corpus_f, queries_f = found[1], found[2]
         corpus, queries, judgments = parse_diagnostic(iter_jsonl(corpus_f), corpus_f, iter_jsonl(queries_f),
                                                       queries_f, which)
-        provenance: dict[str, Any] = {"kind": kind, "path": str(folder)}
+        provenance: dict[str, Any] = {"kind": kind, "path": str(folder), "files": [corpus_f.name, queries_f.name]}
         how = "released files" if kind == "files" else f"files in {folder}"
         build_f = folder / "build.json"
         if build_f.is_file():
@@ -257,16 +261,24 @@ class DiagnosticSet(LoaderBase):
     def _assemble(cls, name: str, which: str, corpus: Corpus, queries: list[Query], judgments: Judgments,
                   provenance: dict[str, Any], how: str) -> Benchmark:
         grades = [v for g in judgments.relevance.values() for v in g.values()]
-        n_sat, n_top, n_vio = (sum(1 for v in grades if v == g) for g in (2, 1, 0))
+        n_sat, n_top, n_zero = (sum(1 for v in grades if v == g) for g in (2, 1, 0))
+        n_vio = judgments.n_violating_pairs()
         notes: dict[str, object] = {"set": which, "satisfying_pairs": n_sat, "topical_pairs": n_top,
-                                    "violating_pairs": n_vio, "provenance": provenance}
-        paper_corpus, license, what = SETS.get(which, ("", "see the source corpus", which))
+                                    "violating_pairs": n_vio, "provenance": provenance, "layout": "diagnostic"}
+        task = inferred_task(judgments)
+        known = which in SETS
+        license = SETS[which][1] if known else "unknown (local folder)"
+        what = f", {SETS[which][2]}," if known else ""
+        violating = (f"{n_vio} violating (grade 0) judgments" if n_zero == n_vio else
+                     f"{n_vio} violating judgments (of {n_zero} graded 0)")
         description = (
-            f"{which.capitalize()} diagnostic ({how}): {len(queries)} queries, {what}, over "
-            f"{len(corpus)} passages; {n_sat} satisfying (grade 2), {n_top} topical-only (grade 1) and "
-            f"{n_vio} violating (grade 0) judgments; relevance threshold 2."
+            f"{which.capitalize()} {'diagnostic' if known else 'constraint set'} ({how}): {len(queries)} queries"
+            f"{what} over {len(corpus)} passages; {n_sat} satisfying (grade 2), {n_top} topical-only (grade 1) "
+            f"and {violating}; relevance threshold 2"
+            + ("." if task == "constraint" else "; no violating documents, so the task is topical.")
         )
-        return cls.build(name, corpus, queries, judgments, description=description, notes=notes,
+        return cls.build(name, corpus, queries, judgments, description=description, notes=notes, task=task,
+                         default_measures=cls.default_measures if task == "constraint" else task_measures(task),
                          license=license if provenance.get("kind") != "built" else "that of the source corpus",
                          source=cls.source if provenance.get("kind") in ("files", "released-passages")
                          else f"built by 'beyondsim data build-diagnostics' ({provenance.get('path')})")

@@ -662,6 +662,52 @@ def data_manifest(
         console.print(f"manifest of {len(doc['benchmarks'])} benchmarks written to {out_file}", highlight=False)
 
 
+@data_app.command("check")
+def data_check(
+    folder: Path = typer.Argument(..., help="A benchmark folder: BEIR layout or diagnostic layout."),
+    split: str = typer.Option("test", "--split", help="The qrels split to read (qrels/<split>.tsv)."),
+) -> None:
+    """Validate a benchmark folder: the layout it is read as, its counts, the task it is scored as,
+    the measures a run computes, and what is wrong (file:line). Exit 1 when it does not load."""
+    from .data import DataError, benchmark_warnings
+    from .runner import measures_for
+
+    path = folder.expanduser().resolve()
+    if not path.is_dir():
+        fail(f"not a folder: {folder}", 1)
+    name = str(path) if split == "test" else f"{path}:{split}"
+    try:
+        loader, bname = get_benchmark_loader(name)
+        stored = stored_benchmark_name(name)
+    except (RegistryError, ValueError) as e:
+        fail(str(e), 1)
+    layout = getattr(loader, "layout", None)
+    out.print(f"folder:   {path} ({split} split)", soft_wrap=True)
+    if callable(layout):
+        out.print(f"layout:   {layout(bname)}", soft_wrap=True)
+    try:
+        bench = load_benchmark(name, default_data_dir())
+    except (DataError, MissingDataError, RegistryError, ValueError) as e:
+        out.print(f"problem:  {e}", soft_wrap=True)
+        out.print("result:   does not load; fix the problem above and check again", soft_wrap=True)
+        raise typer.Exit(1)
+    st = bench.stats()
+    in_source = bench.notes.get("queries_in_source")
+    queries = in_source if isinstance(in_source, int) else st["queries"]
+    out.print(f"counts:   documents {st['documents']:,}, queries {queries:,} (judged {st['judged_queries']:,}), "
+              f"judged pairs {st['judged_pairs']:,}, violating pairs {st['violating_pairs']:,}", soft_wrap=True)
+    with_viol = sum(1 for v in bench.judgments.violating.values() if v)
+    why = (f"queries with a violating document: {with_viol:,}, so V@k and FVR@k apply" if bench.task == "constraint"
+           else "no violating documents, so V@k and FVR@k do not apply (see the README on constraint benchmarks)")
+    out.print(f"task:     {bench.task} ({why}); a document graded >= {bench.relevance_threshold} is relevant",
+              soft_wrap=True)
+    out.print(f"measures: {', '.join(measures_for(bench))}", soft_wrap=True)
+    out.print(f"name:     {stored} (version {bench.version})", soft_wrap=True)
+    for w in benchmark_warnings(bench):
+        out.print(f"warning:  {w}", soft_wrap=True)
+    out.print(f"result:   loads; run it with: beyondsim run bm25 -b {stored}", soft_wrap=True)
+
+
 @data_app.command("build-diagnostics")
 def build_diagnostics(
     corpus: str = typer.Option("beir/scifact", "--corpus", help="Benchmark (or BEIR folder path) whose corpus to build from."),
@@ -978,7 +1024,7 @@ def export_cmd(
     path: str = typer.Argument("-", help="Output file (jsonl), directory (trec), or - for stdout (jsonl)."),
     fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl (every result, per-query measures "
                             "included) or trec (one TREC run file per result, for trec_eval/ir_measures)."),
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b"),
+    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Only this benchmark (name or folder path, as given to run)."),
     retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
@@ -991,6 +1037,7 @@ def export_cmd(
         fail("--format must be jsonl or trec")
     if fmt == "trec" and path == "-":
         fail("--format trec writes one file per result: give a directory")
+    benchmark = stored_benchmark_name(benchmark) if benchmark else None
     with open_store(home) as store:
         try:
             if fmt == "trec":

@@ -152,6 +152,25 @@ def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
         yield lineno, qid, did, parse_grade(score, path, lineno)
 
 
+def read_pairs_tsv(path: Path) -> Iterator[tuple[int, str, str]]:
+    """``query-id<TAB>corpus-id`` rows (a list of judged pairs without grades, such as a
+    ``violating`` file) with an optional header line; whitespace also separates the fields."""
+    for lineno, row in enumerate(csv.reader(read_lines(path, newline=""), delimiter="\t"), 1):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) == 1:
+            row = row[0].split()
+        if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
+            continue
+        if len(row) != 2:
+            raise DataError(path, lineno, f"expected 2 tab-separated fields (query-id, corpus-id), got {len(row)}")
+        qid, did = (c.strip() for c in row)
+        for name, value in (("query-id", qid), ("corpus-id", did)):
+            if not value:
+                raise DataError(path, lineno, f"field {name!r} is empty")
+        yield lineno, qid, did
+
+
 def parse_grade(value: str, path: Path | str, line: int | None, field_name: str = "score") -> int:
     """A relevance grade written as a whole number (``2``, ``-1``, ``1.0``); a fraction, ``inf``,
     ``nan`` or anything that is not a number raises ``DataError``."""
@@ -162,6 +181,31 @@ def parse_grade(value: str, path: Path | str, line: int | None, field_name: str 
     if not math.isfinite(number) or not number.is_integer():
         raise DataError(path, line, f"field {field_name!r} must be a whole number, got {value!r}")
     return int(number)
+
+
+def benchmark_warnings(bench: Benchmark, shown: int = 5) -> list[str]:
+    """What is odd about a benchmark that loads: judged queries without a relevant document (every
+    ranking scores 0 on them), judged queries without a violating document on a constraint
+    benchmark (V@k and FVR@k skip them) and documents that repeat another's text (they tie)."""
+    def ids(qids: list[str]) -> str:
+        more = f", … ({len(qids) - shown} more)" if len(qids) > shown else ""
+        return ", ".join(repr(q) for q in qids[:shown]) + more
+
+    rel, viol, t = bench.judgments.relevance, bench.judgments.violating, bench.relevance_threshold
+    out: list[str] = []
+    no_rel = [q for q in rel if not any(g >= t for g in rel[q].values())]
+    if no_rel:
+        out.append(f"judged queries without a relevant document (none graded >= {t}): {len(no_rel)} ({ids(no_rel)}); "
+                   "nDCG, MAP and R are 0 on them whatever the ranking")
+    no_viol = [q for q in rel if not viol.get(q)]
+    if bench.task == "constraint" and no_viol:
+        out.append(f"judged queries without a violating document: {len(no_viol)} of {len(rel)} ({ids(no_viol)}); "
+                   f"V@k and FVR@k are averaged over the other {len(rel) - len(no_viol)}")
+    dup = len(bench.corpus) - len({(d.title, d.text) for d in bench.corpus})
+    if dup:
+        out.append(f"documents that repeat the title and text of an earlier one: {dup}; they tie with it in any "
+                   "ranking")
+    return out
 
 
 @dataclass

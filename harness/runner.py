@@ -388,7 +388,12 @@ class Runner:
                                  "resumes without paying for them again")
                         outcomes.append(Outcome(spec, bench.name, seed, key, "budget", None, bench.default_measures))
                         return outcomes
-                    self.store.save(rec, replace=self.s.force)
+                    if not self.store.save(rec, replace=self.s.force):  # another run stored it meanwhile
+                        self.log(f"skip {spec.display} on {bench.name} (seed {seed}): stored meanwhile by another "
+                                 f"run [{key}]")
+                        outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key),
+                                                bench.default_measures))
+                        continue
                     self.save_content(bench, rec.rankings)
                     outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec, bench.default_measures))
         return outcomes

@@ -209,8 +209,8 @@ class Run(dict):
                 if corpus is not None and doc_id not in corpus:
                     raise RunError(f"query {qid!r}: unknown document {doc_id!r} at rank {rank}")
                 s = float(score)
-                if math.isnan(s):
-                    raise RunError(f"query {qid!r}: NaN score at rank {rank}")
+                if not math.isfinite(s):
+                    raise RunError(f"query {qid!r}: score {s} at rank {rank} (scores must be finite)")
                 if s > prev:
                     raise RunError(
                         f"query {qid!r}: scores must not increase down the ranking "

@@ -222,3 +222,5 @@ def test_a_folder_is_named_the_same_way_by_every_command(tmp_path: Path, home: P
         assert row["benchmark"] == str((tmp_path / "tiny-med").resolve())
         res = invoke("breakdown", given)
         assert "no query groups stored" in res.output  # found the results; a folder has no groups
+        res = invoke("export", "-", "-b", given)
+        assert res.exit_code == 0 and '"retriever": "bm25"' in res.output

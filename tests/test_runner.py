@@ -141,3 +141,26 @@ def test_a_requested_measure_the_benchmark_cannot_support_is_an_error(tmp_path: 
     # the task's own measures that do not apply are simply not computed
     [out] = Runner(Settings(home=tmp_path / "h", k=5), store, log=lambda m: None).run([make_spec("bm25")], [str(data)], [0])
     assert "V@2" not in out.record.measures and "nDCG@10" in out.record.measures
+
+
+def test_a_result_stored_meanwhile_by_another_run_is_skipped(tmp_path: Path, monkeypatch) -> None:
+    """The race of two runs on one home: both saw no result, one stored it first; the other keeps
+    the stored result and says so instead of failing."""
+    data = make_beir(tmp_path / "tiny")
+    logged: list[str] = []
+    store = Store(tmp_path / "s.sqlite")
+    runner = Runner(Settings(home=tmp_path / "h", k=5, bootstrap=0), store, log=logged.append)
+    [first] = runner.run([make_spec("bm25")], [str(data)], [0])
+    monkeypatch.setattr(Store, "has", lambda self, key: False)  # the check ran before the other run saved
+    [second] = runner.run([make_spec("bm25")], [str(data)], [0])
+    assert (first.status, second.status) == ("done", "skipped")
+    assert second.record.id == first.record.id or second.record.key == first.record.key
+    assert len(store.results()) == 1
+    assert any("stored meanwhile by another run" in m for m in logged)
+
+
+def test_a_ranking_with_an_infinite_score_is_refused_right_after_search() -> None:
+    from harness.types import Run, RunError
+
+    with pytest.raises(RunError, match="score inf at rank 1"):
+        Run({"q": [("d1", float("inf")), ("d2", 1.0)]}).validate()
