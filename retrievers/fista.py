@@ -43,7 +43,7 @@ bounded number of rounds; a query still violating after the last round is solved
 corpus. The result is therefore the full-corpus solution to the tolerance ε, at the cost of about
 two dense passes (candidates, verification) plus a small Gram solve. M only trades the size of
 the Gram block (∝ M² per query and iteration) against how often the guard fires; the default
-M = 32 is fastest when supports are small (tens of documents), see ``benchmarks/perf/fista.py``.
+M = 32 is fastest when supports are small (tens of documents), see ``tests/perf/fista.py``.
 
 A tol-mode answer is ε-optimal: coefficients agree with the exact minimiser to about ε divided
 by the smallest eigenvalue of ``G_AA + λ2 I``, and a document whose exact coefficient is of

@@ -1,6 +1,6 @@
 """Timing of NNN decoding against exact dense search on synthetic clustered embeddings.
 
-    python -m benchmarks.perf.fista [--sizes 100000,1000000] [--queries 1000] [--quick]
+    python -m tests.perf.fista [--sizes 100000,1000000] [--queries 1000] [--quick]
 
 Data: n unit-norm documents in d = 384 dimensions around n/100 random centres (document =
 normalise(centre + noise of norm ≈ 1), so documents of one cluster have cosine ≈ 0.5); each query

@@ -1,1 +1,0 @@
-"""Performance scripts (run by hand; not benchmarks in the registry sense)."""
