@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from .metrics import parse_measure
+from .measures import parse_measure
 from .registry import RetrieverSpec, make_spec
 from .runner import Runner
 from .types import Benchmark

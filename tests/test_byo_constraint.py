@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from benchmarks.beir import BeirBenchmark, BeirFolder
 from harness.cli import app
 from harness.data import DataError
-from harness.metrics import evaluate
+from harness.measures import evaluate
 from harness.store import Store
 from harness.types import Run
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from harness.metrics import evaluate, pair_accuracy, parse_measure
+from harness.measures import evaluate, pair_accuracy, parse_measure
 from harness.stats import bootstrap_ci, holm, paired_randomization_test
 from harness.types import Judgments, Pair, Run
 
@@ -158,7 +158,7 @@ def test_holm_adjustment_hand_computed() -> None:
 
 
 def test_group_by_hand_computed() -> None:
-    from harness.metrics import group_by
+    from harness.measures import group_by
 
     per_query = {"R@5": {"a": 1.0, "b": 0.0, "c": 0.5, "d": 1.0}, "V@2": {"a": 1.0, "c": 0.0}}
     groups = {"a": "X", "b": "X", "c": "Y", "d": "Y", "e": "Y"}  # e has no value: not counted

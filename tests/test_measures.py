@@ -1,0 +1,76 @@
+"""Every measure family, table-driven: what it declares (direction, what it is averaged over, what
+it needs, precision) and its value on one small hand-computed case. Adding a measure is one module
+in harness/measures and one row in each table here."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.measures import (ALL_QUERIES, PAIRS, RELEVANT_QUERIES, VIOLATING_QUERIES, evaluate, families,
+                              format_value, parse_measure, sort_key)
+from harness.types import Judgments, Pair, Run
+
+#          name       higher  averaged over       needs           decimals
+DECLARED = [
+    ("nDCG@10", True, ALL_QUERIES, set(), 3),
+    ("MAP@10", True, ALL_QUERIES, set(), 3),
+    ("R@5", True, ALL_QUERIES, set(), 3),
+    ("P@1", True, ALL_QUERIES, set(), 3),
+    ("RR@10", True, ALL_QUERIES, set(), 3),
+    ("Comp@3", True, RELEVANT_QUERIES, set(), 3),
+    ("V@2", False, VIOLATING_QUERIES, {"violating"}, 3),
+    ("FVR@10", True, VIOLATING_QUERIES, {"violating"}, 2),
+    ("PairAcc", True, PAIRS, {"pairs"}, 3),
+]
+
+
+def test_every_family_has_a_row() -> None:
+    assert [parse_measure(n).family for n, *_ in DECLARED] == [f.family for f in families()]
+
+
+@pytest.mark.parametrize("name, higher, over, needs, decimals", DECLARED)
+def test_declared(name: str, higher: bool, over: str, needs: set[str], decimals: int) -> None:
+    m = parse_measure(name)
+    assert (m.name, str(m), m.higher_is_better, m.averaged_over, set(m.needs), m.decimals) == \
+        (name, name, higher, over, needs, decimals)
+    assert parse_measure(m) is m and parse_measure(name) == m and hash(parse_measure(name)) == hash(m)
+    assert m.counted == (over in (RELEVANT_QUERIES, VIOLATING_QUERIES))
+    assert bool(m.unsupported(False, False)) == bool(needs)
+    assert m.unsupported(True, True) == ""
+    assert format_value(name, 0.5) == f"{0.5:.{decimals}f}" and format_value(name, None) == "–"
+
+
+# One query "a" ranking d1 d2 d3 d4; d2 relevant (grade 2), d4 relevant (grade 1), d3 violating.
+# A second query "b" ranks nothing. Pairs: (a, d2 | b, d4).
+RUN = Run({"a": [("d1", 4.0), ("d2", 3.0), ("d3", 2.0), ("d4", 1.0)], "b": []})
+JUDGED = Judgments({"a": {"d2": 2, "d4": 1, "d3": 0}, "b": {"d4": 1}}, {"a": frozenset({"d3"})})
+PAIR = [Pair("a", "d2", "b", "d4", "p")]
+#          name       {query: value} by hand (threshold 1)
+VALUES = [
+    ("nDCG@10", {"a": (2 / 1.5849625 + 1 / 2.3219281) / (2 + 1 / 1.5849625), "b": 0.0}),
+    ("MAP@10", {"a": (1 / 2 + 2 / 4) / 2, "b": 0.0}),
+    ("R@2", {"a": 0.5, "b": 0.0}),
+    ("P@1", {"a": 0.0, "b": 0.0}),
+    ("RR@10", {"a": 0.5, "b": 0.0}),
+    ("Comp@3", {"a": 0.0, "b": 0.0}),
+    ("V@2", {"a": 0.0}),
+    ("FVR@10", {"a": 3.0}),
+    ("PairAcc", {"p": 0.0}),
+]
+
+
+@pytest.mark.parametrize("name, expected", VALUES)
+def test_value_by_hand(name: str, expected: dict[str, float]) -> None:
+    ev = evaluate(RUN, JUDGED, [name], pairs=PAIR)
+    assert ev.per_query[name] == pytest.approx(expected, abs=1e-6)
+    assert ev.counts[name] == len(expected)
+
+
+def test_comp_needs_the_whole_set() -> None:
+    assert evaluate(RUN, JUDGED, ["Comp@4"]).per_query["Comp@4"] == {"a": 1.0, "b": 0.0}
+
+
+def test_columns_follow_registration_order() -> None:
+    names = ["PairAcc", "V@10", "V@2", "FVR@10", "Comp@5", "RR@10", "P@1", "R@100", "R@5", "MAP@10", "nDCG@10", "x"]
+    assert sorted(names, key=sort_key) == ["nDCG@10", "MAP@10", "R@5", "R@100", "P@1", "RR@10", "Comp@5", "V@2",
+                                           "V@10", "FVR@10", "PairAcc", "x"]
