@@ -4,9 +4,14 @@
 * :func:`group` sums phase times and LLM calls per retriever × benchmark pair, retriever,
   benchmark or LLM model. Cache hits and billed calls (``calls − cache hits``) are kept apart,
   with the tokens of each. ``usd`` is the new spend recorded at run time (a cache hit costs
-  nothing new). A billed call of a model without a price makes ``usd`` ``None`` ("unknown"),
-  never 0; ``usd_known`` keeps the priced part and ``usd_unknown_calls`` the number of billed
-  calls it leaves out.
+  nothing new). A billed call of a model without a price, or whose reply reported no token
+  counts, makes ``usd`` ``None`` ("unknown"), never 0; ``usd_known`` keeps the known part and
+  ``usd_unknown_calls`` the number of billed calls it leaves out. Token sums follow the same
+  rule: ``None`` when a term is unknown, the known part in ``*_known``.
+* :func:`unfinished_runs` reads the journal of billed calls (:class:`~harness.ledger.CallJournal`)
+  for the calls of runs whose result is not stored — stopped by the budget, failed, killed, or
+  replaced by ``--force`` — and of calls made outside a run; :func:`group` lists them in rows of
+  their own (``status``), so every billed call is counted once.
 * :func:`select` keeps the results created at or after a time (:func:`parse_since`).
 * :func:`project` estimates what running a suite would take per retriever: measured per-query
   rates (online seconds, LLM calls, tokens, and dollars with every recorded call — cached ones
@@ -28,12 +33,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rich.table import Table
 
-from .ledger import OFFLINE_PHASES, phase_totals
-from .llm import Price, price_for
+from .ledger import OFFLINE_PHASES, RESULT_RUN_KEY, phase_totals, read_journal
+from .llm import Price, cache_file, price_for
 from .store import BenchmarkInfo, ResultRecord
 
 GROUPINGS = ("pair", "retriever", "benchmark", "model")
 ALL = "*"
+STORED, UNFINISHED, OUTSIDE = "stored", "unfinished run", "outside a run"
 
 # -- --since ---------------------------------------------------------------------------------------
 
@@ -74,6 +80,54 @@ def select(records: Iterable[ResultRecord], since: _dt.datetime | None = None) -
     return [r for r in records if (t := created_at(r)) is not None and t >= since]
 
 
+# -- runs without a stored result -------------------------------------------------------------------
+
+@dataclass
+class UnfinishedRun:
+    """The journaled billed calls of one run whose result is not stored (``status`` UNFINISHED), or
+    of the calls made outside any run (OUTSIDE, with empty label and benchmark). It has no phases."""
+
+    key: str
+    label: str
+    benchmark: str
+    status: str
+    created_at: str
+    llm_calls: list[dict[str, Any]]
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def unfinished_runs(home: Path, stored: Iterable[ResultRecord], *, benchmark: str | None = None,
+                    retriever: str | None = None, since: _dt.datetime | None = None) -> list[UnfinishedRun]:
+    """The billed calls in the journal of ``home`` that no stored result accounts for: those of a
+    run whose id is not among ``stored`` (pass every stored result that ``benchmark`` and
+    ``retriever`` select, before any ``since`` filter), made at or after ``since``."""
+    finished = {rid for r in stored if isinstance(r.extra, dict) and (rid := r.extra.get(RESULT_RUN_KEY))}
+    runs: dict[str, UnfinishedRun] = {}
+    for row in read_journal(cache_file(home)):
+        run_id = row["run_id"]
+        if run_id in finished:
+            continue
+        if benchmark is not None and row["benchmark"] != benchmark:
+            continue
+        if retriever is not None and retriever not in (row["retriever"], row["label"]):
+            continue
+        when = row["created_at"]
+        if since is not None:
+            try:
+                if _utc(_dt.datetime.fromisoformat(when)) < since:
+                    continue
+            except ValueError:
+                continue
+        key = run_id or OUTSIDE
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = UnfinishedRun(key, row["label"] if run_id else "", row["benchmark"] if run_id else "",
+                                            UNFINISHED if run_id else OUTSIDE, when, [])
+        run.llm_calls.append({k: row[k] for k in ("model", "prompt_tokens", "completion_tokens", "latency_s", "usd",
+                                                  "phase", "purpose")} | {"cached": False})
+    return list(runs.values())
+
+
 # -- grouping --------------------------------------------------------------------------------------
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -85,26 +139,55 @@ def _r(x: float | None, nd: int) -> float | None:
 
 
 @dataclass
+class Partial:
+    """A sum some of whose terms may be unknown: ``value`` is ``None`` then; ``known`` sums the rest
+    and ``unknown`` counts the others (fractional once scaled)."""
+
+    known: float = 0
+    unknown: float = 0
+
+    def add(self, x: float | None) -> None:
+        if x is None:
+            self.unknown += 1
+        else:
+            self.known += x
+
+    @property
+    def value(self) -> float | None:
+        return None if self.unknown else self.known
+
+    def __add__(self, o: "Partial") -> "Partial":
+        return Partial(self.known + o.known, self.unknown + o.unknown)
+
+    def fields(self, name: str, nd: int | None = None) -> dict[str, Any]:
+        """``{name: value, name_known: known}``, rounded to ``nd`` places when given."""
+        known = self.known if nd is None else round(self.known, nd)
+        return {name: None if self.unknown else known, f"{name}_known": known}
+
+
+@dataclass
 class Tally:
     """Sums over the results (and LLM calls) of one group."""
 
     results: set[str] = field(default_factory=set)
+    unfinished: set[str] = field(default_factory=set)
     queries: int = 0
     offline_s: float | None = None
     online_s: float | None = None
     cpu_s: float | None = None
     calls: int = 0
     cache_hits: int = 0
-    billed_prompt: int = 0
-    billed_completion: int = 0
-    cached_prompt: int = 0
-    cached_completion: int = 0
+    billed_prompt: Partial = field(default_factory=Partial)
+    billed_completion: Partial = field(default_factory=Partial)
+    cached_prompt: Partial = field(default_factory=Partial)
+    cached_completion: Partial = field(default_factory=Partial)
+    usage_unknown_calls: int = 0
     usd_known: float = 0.0
     unknown_calls: int = 0
     unpriced: set[str] = field(default_factory=set)
     latency_s: float = 0.0
 
-    def add_result(self, rec: ResultRecord) -> None:
+    def add_result(self, rec: ResultRecord | UnfinishedRun) -> None:
         t = phase_totals(rec.phases)
         self.queries += t["online_items"]
         self.offline_s = _add(self.offline_s, t["offline_s"])
@@ -112,22 +195,25 @@ class Tally:
         self.cpu_s = _add(self.cpu_s, t["cpu_s"])
         self.add_calls(rec, rec.llm_calls)
 
-    def add_calls(self, rec: ResultRecord, calls: Iterable[Mapping[str, Any]]) -> None:
-        self.results.add(rec.key)
+    def add_calls(self, rec: ResultRecord | UnfinishedRun, calls: Iterable[Mapping[str, Any]]) -> None:
+        (self.unfinished if isinstance(rec, UnfinishedRun) else self.results).add(rec.key)
         for c in calls:
             self.calls += 1
-            pt, ct = int(c["prompt_tokens"]), int(c["completion_tokens"])
+            pt, ct = c["prompt_tokens"], c["completion_tokens"]
+            if pt is None or ct is None:
+                self.usage_unknown_calls += 1
             if c["cached"]:
                 self.cache_hits += 1
-                self.cached_prompt += pt
-                self.cached_completion += ct
+                self.cached_prompt.add(pt)
+                self.cached_completion.add(ct)
                 continue
-            self.billed_prompt += pt
-            self.billed_completion += ct
+            self.billed_prompt.add(pt)
+            self.billed_completion.add(ct)
             self.latency_s += float(c.get("latency_s") or 0.0)
             if c.get("usd") is None:
                 self.unknown_calls += 1
-                self.unpriced.add(str(c["model"]))
+                if pt is not None and ct is not None:  # tokens known: the price is what is missing
+                    self.unpriced.add(str(c["model"]))
             else:
                 self.usd_known += float(c["usd"])
 
@@ -137,26 +223,31 @@ class Tally:
 
     def llm_fields(self) -> dict[str, Any]:
         prompt, completion = self.billed_prompt + self.cached_prompt, self.billed_completion + self.cached_completion
+        tokens = prompt + completion
         return {
             "llm_calls": self.calls, "cache_hits": self.cache_hits, "billed_calls": self.calls - self.cache_hits,
-            "prompt_tokens": prompt, "completion_tokens": completion,
-            "billed_prompt_tokens": self.billed_prompt, "billed_completion_tokens": self.billed_completion,
-            "cached_prompt_tokens": self.cached_prompt, "cached_completion_tokens": self.cached_completion,
-            "tokens_k": round((prompt + completion) / 1000, 3),
+            **prompt.fields("prompt_tokens"), **completion.fields("completion_tokens"),
+            **self.billed_prompt.fields("billed_prompt_tokens"),
+            **self.billed_completion.fields("billed_completion_tokens"),
+            **self.cached_prompt.fields("cached_prompt_tokens"),
+            **self.cached_completion.fields("cached_completion_tokens"),
+            **Partial(tokens.known / 1000, tokens.unknown).fields("tokens_k", 3),
+            "usage_unknown_calls": self.usage_unknown_calls,
             "usd": _r(self.usd, 8), "usd_known": round(self.usd_known, 8), "usd_unknown_calls": self.unknown_calls,
             "unpriced_models": ";".join(sorted(self.unpriced)),
         }
 
-    def row(self, **labels: str) -> dict[str, Any]:
+    def row(self, status: str = STORED, **labels: str) -> dict[str, Any]:
         total = None if self.offline_s is None and self.online_s is None else (self.offline_s or 0.0) + (self.online_s or 0.0)
-        return {**labels, "results": len(self.results), "queries": self.queries,
+        return {**labels, "status": status, "results": len(self.results), "unfinished_runs": len(self.unfinished),
+                "queries": self.queries,
                 "offline_s": _r(self.offline_s, 4), "online_s": _r(self.online_s, 4), "total_s": _r(total, 4),
                 "qps": _r(self.queries / self.online_s, 4) if self.online_s else None, "cpu_s": _r(self.cpu_s, 4),
                 **self.llm_fields()}
 
     def model_row(self, model: str) -> dict[str, Any]:
-        return {"model": model, "results": len(self.results), **self.llm_fields(),
-                "latency_s": round(self.latency_s, 4)}
+        return {"model": model, "results": len(self.results), "unfinished_runs": len(self.unfinished),
+                **self.llm_fields(), "latency_s": round(self.latency_s, 4)}
 
 
 @dataclass
@@ -171,11 +262,12 @@ class Audit:
     total: dict[str, Any] | None
 
 
-def group(records: Iterable[ResultRecord], by: str = "pair") -> Audit:
+def group(records: Iterable[ResultRecord | UnfinishedRun], by: str = "pair") -> Audit:
     """Sum the records per ``by``: ``pair`` (retriever × benchmark), ``retriever``, ``benchmark``,
     or ``model``: the LLM calls per model name across results (results without LLM calls do not
     appear; a result that used two models counts once under each; no phase times, as a result's
-    time is not split between models — ``latency_s`` is the summed latency of the billed requests)."""
+    time is not split between models — ``latency_s`` is the summed latency of the billed requests).
+    Except by model, the calls of :class:`UnfinishedRun` s form rows of their own (``status``)."""
     if by not in GROUPINGS:
         raise ValueError(f"--by must be one of {', '.join(GROUPINGS)}")
     tallies: dict[tuple[str, ...], Tally] = {}
@@ -191,32 +283,35 @@ def group(records: Iterable[ResultRecord], by: str = "pair") -> Audit:
             if r.llm_calls:
                 total.add_calls(r, r.llm_calls)
             continue
+        status = r.status if isinstance(r, UnfinishedRun) else STORED
         key = {"retriever": (r.label, ALL), "benchmark": (ALL, r.benchmark)}.get(by, (r.label, r.benchmark))
-        tallies.setdefault(key, Tally()).add_result(r)
+        tallies.setdefault((*key, status), Tally()).add_result(r)
         per_retriever.setdefault(r.label, Tally()).add_result(r)
         total.add_result(r)
     if by == "model":
         rows = [t.model_row(k[0]) for k, t in sorted(tallies.items())]
         return Audit(by, rows, {}, total.model_row("total") if rows else None)
-    rows = [t.row(retriever=k[0], benchmark=k[1]) for k, t in sorted(tallies.items())]
+    rows = [t.row(k[2], retriever=k[0], benchmark=k[1]) for k, t in sorted(tallies.items())]
     subtotals: dict[str, dict[str, Any]] = {}
     if by == "pair":
         n_rows: dict[str, int] = {}
         for k in tallies:
             n_rows[k[0]] = n_rows.get(k[0], 0) + 1
-        subtotals = {lab: t.row(retriever=lab, benchmark=ALL) for lab, t in sorted(per_retriever.items())
+        subtotals = {lab: t.row(ALL, retriever=lab, benchmark=ALL) for lab, t in sorted(per_retriever.items())
                      if n_rows[lab] > 1}
-    return Audit(by, rows, subtotals, total.row(retriever="total", benchmark=ALL) if rows else None)
+    return Audit(by, rows, subtotals, total.row(ALL, retriever="total", benchmark=ALL) if rows else None)
 
 
 def paper_rows(audit: Audit) -> list[dict[str, Any]]:
     """CoDeR Table 7's columns: setting (benchmark), method (retriever), time s (offline + online),
-    cost $ (new spend; ``None`` when unknown), tokens K (prompt + completion, cache hits included)."""
+    cost $ (new spend; ``None`` when unknown), tokens K (prompt + completion, cache hits included;
+    ``None`` when some call reported none), and the status of the row's runs."""
     if audit.by == "model":
         raise ValueError("--view paper needs --by pair, retriever or benchmark")
-    return [{"setting": r["benchmark"], "method": r["retriever"], "time_s": _r(r["total_s"], 2), "usd": r["usd"],
-             "usd_known": r["usd_known"], "usd_unknown_calls": r["usd_unknown_calls"], "tokens_k": round(r["tokens_k"], 2)}
-            for r in sorted(audit.rows, key=lambda x: (x["benchmark"], x["retriever"]))]
+    return [{"setting": r["benchmark"], "method": r["retriever"], "status": r["status"], "time_s": _r(r["total_s"], 2),
+             "usd": r["usd"], "usd_known": r["usd_known"], "usd_unknown_calls": r["usd_unknown_calls"],
+             "tokens_k": _r(r["tokens_k"], 2), "tokens_k_known": round(r["tokens_k_known"], 2)}
+            for r in sorted(audit.rows, key=lambda x: (x["benchmark"], x["retriever"], x["status"]))]
 
 
 # -- projection ------------------------------------------------------------------------------------
@@ -231,37 +326,46 @@ class Cost:
     """LLM usage priced at today's prices, cache hits included; counts may be fractional once scaled."""
 
     calls: float = 0.0
-    prompt: float = 0.0
+    prompt: float = 0.0  # the known part when ``usage_unknown``
     completion: float = 0.0
     usd_known: float = 0.0
-    unknown_calls: float = 0.0
+    unknown_calls: float = 0.0  # calls whose $ is unknown (no price, or no token counts)
     unpriced: frozenset[str] = frozenset()
+    usage_unknown: float = 0.0  # calls that reported no token counts
 
     @classmethod
     def of(cls, calls: Iterable[Mapping[str, Any]], prices: Mapping[str, Price]) -> "Cost":
         out = cls()
         unpriced = set()
         for c in calls:
-            pt, ct = int(c["prompt_tokens"]), int(c["completion_tokens"])
+            pt, ct = c["prompt_tokens"], c["completion_tokens"]
             out.calls += 1
-            out.prompt += pt
-            out.completion += ct
+            out.prompt += pt or 0
+            out.completion += ct or 0
+            out.usage_unknown += pt is None or ct is None
             price = price_for(str(c["model"]), prices)
-            if price is None:
+            usd = None if price is None else price.cost_of(pt, ct)
+            if usd is None:
                 out.unknown_calls += 1
-                unpriced.add(str(c["model"]))
+                if price is None:
+                    unpriced.add(str(c["model"]))
             else:
-                out.usd_known += price.cost(pt, ct)
+                out.usd_known += usd
         out.unpriced = frozenset(unpriced)
         return out
 
     def __add__(self, o: "Cost") -> "Cost":
         return Cost(self.calls + o.calls, self.prompt + o.prompt, self.completion + o.completion,
-                    self.usd_known + o.usd_known, self.unknown_calls + o.unknown_calls, self.unpriced | o.unpriced)
+                    self.usd_known + o.usd_known, self.unknown_calls + o.unknown_calls, self.unpriced | o.unpriced,
+                    self.usage_unknown + o.usage_unknown)
 
     def scaled(self, f: float) -> "Cost":
         return Cost(self.calls * f, self.prompt * f, self.completion * f, self.usd_known * f, self.unknown_calls * f,
-                    self.unpriced)
+                    self.unpriced, self.usage_unknown * f)
+
+    @property
+    def tokens(self) -> Partial:
+        return Partial(self.prompt + self.completion, self.usage_unknown)
 
     @property
     def usd(self) -> float | None:
@@ -288,13 +392,17 @@ class Rates:
     def row(self) -> dict[str, Any]:
         q = self.queries
         per = (lambda x: x / q) if q else (lambda x: None)
+        usage_known = not self.online.usage_unknown
+        offline_unknown = sum(c.usage_unknown for runs in self.offline_by_benchmark.values() for _, c in runs)
         return {
             "retriever": self.retriever, "queries": q,
             "measured_on": dict(sorted(self.measured_on.items())),
             "online_s_per_query": _r(per(self.online_s), 6), "llm_calls_per_query": _r(per(self.online.calls), 4),
-            "prompt_tokens_per_query": _r(per(self.online.prompt), 2),
-            "completion_tokens_per_query": _r(per(self.online.completion), 2),
-            "tokens_per_query": _r(per(self.online.prompt + self.online.completion), 2),
+            "prompt_tokens_per_query": _r(per(self.online.prompt), 2) if usage_known else None,
+            "completion_tokens_per_query": _r(per(self.online.completion), 2) if usage_known else None,
+            "tokens_per_query": _r(per(self.online.prompt + self.online.completion), 2) if usage_known else None,
+            "tokens_per_query_known": _r(per(self.online.prompt + self.online.completion), 2),
+            "calls_without_usage": round(self.online.usage_unknown + offline_unknown, 2),
             "usd_per_query": _r(per(self.online.usd_known), 10) if not self.online.unknown_calls else None,
             "usd_known_per_query": _r(per(self.online.usd_known), 10),
             "unpriced_models": ";".join(sorted(self.online.unpriced | self.docs_offline.unpriced)),
@@ -399,8 +507,15 @@ class Projection:
 
 
 def _cost_fields(c: Cost, unknown_offline: bool = False) -> dict[str, Any]:
-    return {"llm_calls": round(c.calls, 2), "prompt_tokens": round(c.prompt, 1), "completion_tokens": round(c.completion, 1),
-            "tokens_k": round((c.prompt + c.completion) / 1000, 3),
+    """LLM usage of a projection row; with ``unknown_offline`` (offline LLM calls that could not be
+    scaled) its tokens and $ are incomplete, so ``None``, with the known part in ``*_known``."""
+    unknown = unknown_offline or bool(c.usage_unknown)
+    return {"llm_calls": round(c.calls, 2),
+            "prompt_tokens": None if unknown else round(c.prompt, 1),
+            "completion_tokens": None if unknown else round(c.completion, 1),
+            "tokens_k": None if unknown else round((c.prompt + c.completion) / 1000, 3),
+            "tokens_k_known": round((c.prompt + c.completion) / 1000, 3),
+            "usage_unknown_calls": round(c.usage_unknown, 2),
             "usd": None if unknown_offline or c.unknown_calls else round(c.usd_known, 8),
             "usd_known": round(c.usd_known, 8), "usd_unknown_calls": round(c.unknown_calls, 2),
             "unpriced_models": ";".join(sorted(c.unpriced))}
@@ -486,11 +601,19 @@ def dollars(v: float) -> str:
 
 
 def usd_text(row: Mapping[str, Any]) -> str:
-    """``$0.0123``; ``≥ $0.0123`` when some calls have no price; ``unknown`` when none has one."""
+    """``$0.0123``; ``≥ $0.0123`` when the $ of some calls is unknown; ``unknown`` when no $ is known."""
     if row.get("usd") is not None:
         return dollars(row["usd"])
     known = row.get("usd_known")
     return f"≥ {dollars(known)}" if known else "unknown"
+
+
+def partial_text(row: Mapping[str, Any], key: str, nd: int = 2) -> str:
+    """``row[key]``; ``≥ known`` when some of its terms are unknown; ``unknown`` when none is known."""
+    if row.get(key) is not None:
+        return _num(row[key], nd)
+    known = row.get(f"{key}_known")
+    return f"≥ {_num(known, nd)}" if known else "unknown"
 
 
 def _num(v: Any, nd: int = 2) -> str:
@@ -508,14 +631,21 @@ _MODEL = [("results", "results"), ("llm_calls", "calls"), ("cache_hits", "cache 
           ("billed_prompt_tokens", "billed in tok"), ("billed_completion_tokens", "billed out tok"),
           ("cached_tokens", "cached tok"), ("latency_s", "latency s"), ("usd", "$ new")]
 CAPTION = ("calls = cache hits + billed; billed in/out tok: prompt/completion tokens of billed calls; cached tok: "
-           "tokens answered from the cache; $ new: spend of billed calls (≥: some models have no price)")
+           "tokens answered from the cache; $ new: spend of billed calls (≥: the known part, when some models have "
+           "no price or some replies reported no tokens); unfinished run: billed calls of runs whose result is not "
+           "stored (stopped by the budget, failed, killed or replaced)")
 
 
 def _cell(row: Mapping[str, Any], key: str) -> str:
     if key == "usd":
         return usd_text(row)
     if key == "cached_tokens":
-        return _num(row["cached_prompt_tokens"] + row["cached_completion_tokens"])
+        cp, cc = row["cached_prompt_tokens"], row["cached_completion_tokens"]
+        both = {"cached_tokens": None if cp is None or cc is None else cp + cc,
+                "cached_tokens_known": row["cached_prompt_tokens_known"] + row["cached_completion_tokens_known"]}
+        return partial_text(both, "cached_tokens")
+    if f"{key}_known" in row:
+        return partial_text(row, key)
     return _num(row[key])
 
 
@@ -536,7 +666,10 @@ def audit_table(audit: Audit, title: str) -> Table:
             return ["total"] + [""] * (len(labels) - 1)
         if kind == "subtotal":
             return [row["retriever"], "all benchmarks"]
-        return [str(row[lab]) for lab in labels]
+        cells = [str(row[lab]) for lab in labels]
+        if row.get("status", STORED) != STORED:
+            cells[-1] = f"{cells[-1]} ({row['status']})".lstrip()
+        return cells
 
     for i, row in enumerate(audit.rows):
         last_of_retriever = audit.by == "pair" and (i + 1 == len(audit.rows) or
@@ -559,7 +692,8 @@ def paper_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
                     ("tokens_k", "tokens (K)")):
         t.add_column(head, justify="left" if c in ("setting", "method") else "right")
     for r in rows:
-        t.add_row(r["setting"], r["method"], _num(r["time_s"]), usd_text(r), _num(r["tokens_k"]))
+        method = r["method"] if r["status"] == STORED else f"{r['method']} ({r['status']})".lstrip()
+        t.add_row(r["setting"], method, _num(r["time_s"]), usd_text(r), partial_text(r, "tokens_k"))
     return t
 
 
@@ -573,8 +707,9 @@ def rates_table(p: Projection) -> Table:
         usd = "–" if r["usd_known_per_query"] is None else (
             dollars(r["usd_per_query"]) if r["usd_per_query"] is not None else
             (f"≥ {dollars(r['usd_known_per_query'])}" if r["usd_known_per_query"] else "unknown"))
+        tokens = partial_text(r, "tokens_per_query", 1) if r["queries"] else "–"
         t.add_row(r["retriever"], _num(r["queries"]), _num(r["online_s_per_query"], 4), _num(r["llm_calls_per_query"]),
-                  _num(r["tokens_per_query"], 1), usd, _num(r["offline_s_per_document"], 6),
+                  tokens, usd, _num(r["offline_s_per_document"], 6),
                   ", ".join(f"{b} ({n:,})" for b, n in r["measured_on"].items()) or "–")
     return t
 
@@ -594,14 +729,14 @@ def projection_table(p: Projection, title: str) -> Table:
     for i, r in enumerate(p.rows):
         t.add_row(r["retriever"], r["benchmark"], _num(r["queries"]), _num(r["documents"]), _num(r["online_s"]),
                   secs(r["offline_s"]), secs(r["total_s"], None, "unknown"), _num(r["llm_calls"], 1),
-                  _num(r["tokens_k"], 1), usd_text(r), r["offline_basis"])
+                  partial_text(r, "tokens_k", 1), usd_text(r), r["offline_basis"])
         last = i + 1 == len(p.rows) or p.rows[i + 1]["retriever"] != r["retriever"]
         if last:
             s = by_retriever[r["retriever"]]
             t.add_row(s["retriever"], s["benchmark"], _num(s["queries"]), _num(s["documents"]), _num(s["online_s"]),
                       secs(s["offline_s"], s["offline_s_known"]),
                       secs(s["total_s"], s["online_s"] + s["offline_s_known"], "unknown"), _num(s["llm_calls"], 1),
-                      _num(s["tokens_k"], 1), usd_text(s), s["offline_basis"], style="bold", end_section=True)
+                      partial_text(s, "tokens_k", 1), usd_text(s), s["offline_basis"], style="bold", end_section=True)
     return t
 
 
@@ -624,6 +759,10 @@ def projection_notes(p: Projection) -> list[str]:
         if r["unpriced_models"]:
             notes.append(f"{r['retriever']}: no price for model(s) {r['unpriced_models'].replace(';', ', ')}: "
                          "its $ is unknown (add the model to a prices file: --prices)")
+        if r["calls_without_usage"]:
+            n = r["calls_without_usage"]
+            notes.append(f"{r['retriever']}: {n:,g} recorded LLM call{'s' if n != 1 else ''} reported no token counts: "
+                         "its tokens and $ are unknown (≥: the known part)")
     for source, how in (("store", "the results store"), ("registry", "the benchmark files on disk")):
         names = list(dict.fromkeys(r["benchmark"] for r in p.rows if r["counts_from"] == source))
         if names:
@@ -651,6 +790,7 @@ def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = Non
 def projection_csv(p: Projection) -> str:
     fields = ["kind", "retriever", "benchmark", "queries", "documents", "counts_from", "online_s", "offline_s",
               "offline_s_known", "total_s", "offline_basis", "llm_calls", "prompt_tokens", "completion_tokens",
-              "tokens_k", "usd", "usd_known", "usd_unknown_calls", "unpriced_models"]
+              "tokens_k", "tokens_k_known", "usage_unknown_calls", "usd", "usd_known", "usd_unknown_calls",
+              "unpriced_models"]
     rows = [{"kind": "benchmark", **r} for r in p.rows] + [{"kind": "total", **r} for r in p.totals]
     return to_csv(rows, fields)

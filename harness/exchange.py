@@ -105,8 +105,8 @@ class PhaseLine(_Line):
 
 class LLMCallLine(_Line):
     model: str
-    prompt_tokens: Count
-    completion_tokens: Count
+    prompt_tokens: Count | None = Field(description="null: the reply reported no usage")
+    completion_tokens: Count | None = Field(description="null: the reply reported no usage")
     latency_s: NonNegative
     cached: bool
     usd: NonNegative | None = Field(None, description="null: the price of the model is unknown")

@@ -6,14 +6,24 @@ One client over the ``openai`` package, pointed at any OpenAI-compatible server 
 - **Cache.** Responses are kept in SQLite keyed by ``(model, messages, params)``: a rerun makes no
   request and reproduces the same texts. A cache hit is recorded in the ledger with its original
   token counts and $0 of new spend (``cached=True``).
-- **Retries.** 429, 5xx, timeouts, connection errors and unparseable response bodies are retried
-  with exponential backoff (``Retry-After`` honoured, capped), up to ``max_retries`` times.
+- **Journal.** Every billed reply is committed to the journal (:class:`~harness.ledger.CallJournal`,
+  a table in the cache file, kept even with ``cache = false``) as soon as it arrives — before it
+  is cached or handed back — tagged with the ledger's run, so spend survives a budget stop, an
+  error or a killed process. A reply without ``usage`` has unknown tokens and unknown dollars
+  (``None``), never 0 (a model priced at $0 still costs $0).
+- **Retries.** 429, 5xx, timeouts, connection errors, unparseable response bodies and malformed
+  replies (no choices, a choice without a message) are retried with exponential backoff
+  (``Retry-After`` honoured, capped), up to ``max_retries`` times, then one :class:`LLMError`
+  line. A malformed reply that carries ``usage`` was billed, and is recorded as such.
 - **Concurrency.** :meth:`LLMClient.chat_many` runs requests on a bounded thread pool.
 - **Budget.** ``max_usd`` / ``max_calls`` are checked *before* each billed request against a
-  worst-case estimate of its cost (prompt ≈ characters / 3 tokens, completion = ``max_tokens``
-  per choice), so a run never spends past its budget; the request that would is not sent and
-  :class:`BudgetExceeded` is raised. Everything answered before is cached, so a rerun with a larger
-  budget resumes without paying twice.
+  reservation of its worst-case cost (prompt ≤ its UTF-8 bytes + a few tokens per message,
+  completion = ``max_tokens`` per choice); the reply settles it with its real cost, or with the
+  whole reservation when its usage is unknown. So spend never passes ``max_usd``; a request that
+  does not fit waits while others are in flight (their settling may free room) and is refused,
+  with :class:`BudgetExceeded`, only when none is — so a run stops less than one reservation
+  short of the cap. Everything answered before is cached, so a rerun with a larger budget resumes
+  without paying twice.
 - **Prices** come from ``harness/prices.toml`` ($ per 1M tokens). An unknown model has an unknown
   cost (``None``), never 0; ``max_usd`` with an unknown price is refused up front.
 - **Keys** are read from ``BEYONDSIM_LLM_API_KEY`` or ``OPENAI_API_KEY`` when the client is built;
@@ -29,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import socket
@@ -47,7 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .data import default_home
-from .ledger import Ledger, LLMCall
+from .ledger import CallJournal, Ledger, LLMCall
 
 log = logging.getLogger("beyondsim.llm")
 
@@ -57,6 +66,12 @@ ENV_API_KEY = "BEYONDSIM_LLM_API_KEY"
 EMBEDDED_MODEL = "gemma-3-270m-q4_k_m"
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")
 CACHE_SCHEMA = 1
+PROMPT_TOKENS_PER_MESSAGE = 8  # chat-template tokens around each message, on top of its bytes
+
+
+def cache_file(home: str | Path) -> Path:
+    """The LLM response cache of a home; it also holds the journal of billed calls."""
+    return Path(home) / "cache" / "llm.sqlite"
 
 
 class LLMError(RuntimeError):
@@ -78,6 +93,18 @@ class Price:
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+
+    @property
+    def free(self) -> bool:
+        return self.input == 0 and self.output == 0
+
+    def cost_of(self, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+        """The cost of a reply whose token counts may be unknown: ``None`` then, unless it is free."""
+        if self.free:
+            return 0.0
+        if prompt_tokens is None or completion_tokens is None:
+            return None
+        return self.cost(prompt_tokens, completion_tokens)
 
 
 def load_prices(path: str | Path | None = None) -> dict[str, Price]:
@@ -221,41 +248,52 @@ class ResponseCache:
 
 
 class Budget:
-    """Spend and call limits, checked before each billed request against its worst-case cost.
-    Reservations make the check hold under concurrency."""
+    """Spend and call limits. Each billed request reserves its worst-case cost first and settles
+    with its real cost (its reservation when that is unknown), so spend never passes the cap. A
+    request that does not fit while others hold reservations waits for them to settle; it is
+    refused only when nothing is in flight, i.e. less than one reservation below the cap."""
 
     def __init__(self, max_usd: float | None = None, max_calls: int | None = None):
         self.max_usd, self.max_calls = max_usd, max_calls
-        self.spent_usd = 0.0
+        self.spent_usd = 0.0  # counted against max_usd: real costs, reservations for unknown ones
         self.calls = 0
         self._reserved_usd = 0.0
         self._reserved_calls = 0
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+
+    def _refusal(self, est_usd: float | None) -> str | None:
+        if self.max_calls is not None and self.calls + self._reserved_calls + 1 > self.max_calls:
+            return (f"LLM call budget reached: {self.calls} of --max-calls {self.max_calls} made; "
+                    "the next request was not sent")
+        if self.max_usd is not None and est_usd is not None and \
+                self.spent_usd + self._reserved_usd + est_usd > self.max_usd + 1e-12:
+            return (f"LLM spend budget reached: ${self.spent_usd:.4f} spent, the next request could cost up to "
+                    f"${est_usd:.4f}, --max-usd is ${self.max_usd:.4f}; the request was not sent")
+        return None
 
     def reserve(self, est_usd: float | None) -> float:
-        with self._lock:
-            if self.max_calls is not None and self.calls + self._reserved_calls + 1 > self.max_calls:
-                raise BudgetExceeded(f"LLM call budget reached: {self.calls} of --max-calls {self.max_calls} made; "
-                                     "the next request was not sent")
-            if self.max_usd is not None:
-                if est_usd is None:
-                    raise BudgetExceeded("--max-usd is set but this model's price is unknown; add it to a "
-                                         "prices file (--prices) or drop --max-usd")
-                if self.spent_usd + self._reserved_usd + est_usd > self.max_usd + 1e-12:
-                    raise BudgetExceeded(
-                        f"LLM spend budget reached: ${self.spent_usd:.4f} spent, the next request could cost up to "
-                        f"${est_usd:.4f}, --max-usd is ${self.max_usd:.4f}; the request was not sent")
+        """Hold ``est_usd`` (the request's worst case) and one call; returns what to settle."""
+        with self._cond:
+            if self.max_usd is not None and est_usd is None:
+                raise BudgetExceeded("--max-usd is set but this model's price is unknown; add it to a "
+                                     "prices file (--prices) or drop --max-usd")
+            while (why := self._refusal(est_usd)) is not None:
+                if not self._reserved_calls:
+                    raise BudgetExceeded(why)
+                self._cond.wait()
             self._reserved_calls += 1
             self._reserved_usd += est_usd or 0.0
             return est_usd or 0.0
 
     def settle(self, reserved: float, actual_usd: float | None, sent: bool) -> None:
-        with self._lock:
+        """Release a reservation; a sent request counts its real cost, or ``reserved`` when unknown."""
+        with self._cond:
             self._reserved_calls -= 1
             self._reserved_usd -= reserved
             if sent:
                 self.calls += 1
-                self.spent_usd += actual_usd or 0.0
+                self.spent_usd += reserved if actual_usd is None else actual_usd
+            self._cond.notify_all()
 
 
 # -- the client --------------------------------------------------------------------------------
@@ -264,11 +302,11 @@ class Budget:
 @dataclass
 class Completion:
     texts: list[str]
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the server reported no usage
+    completion_tokens: int | None
     cached: bool
     model: str
-    usd: float | None = None  # new spend (0 for a cache hit; None when the price is unknown)
+    usd: float | None = None  # new spend (0 for a cache hit; None when the price or the tokens are unknown)
 
 
 @dataclass(frozen=True)
@@ -309,14 +347,18 @@ _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 class LLMClient:
     """The shared client. ``chat`` answers one request, ``chat_many`` a batch on the thread pool;
-    both record every answered request in the given ledger."""
+    both record every answered request in the given ledger, and every billed one in the journal
+    (by default the cache file, whether or not the cache is on; none without a cache path)."""
 
     def __init__(self, settings: LLMSettings | None = None, cache_path: str | Path | None = None,
                  server_factory: Callable[[LLMSettings], "EmbeddedServer"] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, journal: CallJournal | str | Path | None = None):
         self.settings = settings or LLMSettings()
         self.prices = load_prices(self.settings.prices)
         self.cache = ResponseCache(cache_path) if (cache_path is not None and self.settings.cache) else None
+        if journal is None and cache_path is not None:
+            journal = cache_path
+        self.journal = journal if isinstance(journal, CallJournal) or journal is None else CallJournal(journal)
         self.budget = Budget(self.settings.max_usd, self.settings.max_calls)
         self._api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or ""
         self._server_factory = server_factory or EmbeddedServer
@@ -394,11 +436,14 @@ class LLMClient:
         return text.replace(self._api_key, "***") if self._api_key else text
 
     def _estimate_usd(self, req: ChatRequest) -> float | None:
+        """The most ``req`` can cost: a prompt token is at least one UTF-8 byte (byte-level BPE), plus
+        the chat template's tokens; at most ``max_tokens`` completion tokens per choice."""
         price = self.price
         if price is None:
             return None
-        chars = sum(len(c) for _, c in req.messages)
-        return price.cost(math.ceil(chars / 3) + 8 * len(req.messages), req.max_tokens * req.n)
+        prompt = sum(len(c.encode("utf-8")) for _, c in req.messages)
+        prompt += PROMPT_TOKENS_PER_MESSAGE * (len(req.messages) + 1)
+        return price.cost(prompt, req.max_tokens * req.n)
 
     def chat(self, request: ChatRequest | Sequence[Mapping[str, str]] | str, ledger: Ledger | None = None,
              **kw: Any) -> Completion:
@@ -419,10 +464,10 @@ class LLMClient:
             if not one.texts:
                 raise LLMError(f"{self.model}: the server returned no choices")
             texts.append(one.texts[0])
-            first.prompt_tokens += one.prompt_tokens
-            first.completion_tokens += one.completion_tokens
+            first.prompt_tokens = _plus(first.prompt_tokens, one.prompt_tokens)
+            first.completion_tokens = _plus(first.completion_tokens, one.completion_tokens)
             first.cached = first.cached and one.cached
-            first.usd = None if first.usd is None or one.usd is None else first.usd + one.usd
+            first.usd = _plus(first.usd, one.usd)
         first.texts = texts
         return first
 
@@ -466,11 +511,22 @@ class LLMClient:
     def _record_hit(self, hit: Mapping[str, Any], req: ChatRequest, ledger: Ledger | None) -> Completion:
         with self._lock:
             self.stats["cache_hits"] += 1
+        pt, ct = _token_count(hit.get("prompt_tokens")), _token_count(hit.get("completion_tokens"))
         if ledger is not None:
-            ledger.record_llm_call(LLMCall(self.model, int(hit["prompt_tokens"]), int(hit["completion_tokens"]),
-                                           0.0, True, 0.0, purpose=req.purpose))
-        return Completion(list(hit["texts"]), int(hit["prompt_tokens"]), int(hit["completion_tokens"]), True,
-                          self.model, 0.0)
+            ledger.record_llm_call(LLMCall(self.model, pt, ct, 0.0, True, 0.0, purpose=req.purpose))
+        return Completion(list(hit["texts"]), pt, ct, True, self.model, 0.0)
+
+    def _record_billed(self, resp: Any, latency: float, purpose: str, ledger: Ledger | None) -> LLMCall:
+        """Journal a billed reply (committed before anything else sees it), then add it to the ledger."""
+        pt, ct = _usage(resp)
+        price = self.price
+        call = LLMCall(self.model, pt, ct, latency, False, None if price is None else price.cost_of(pt, ct),
+                       phase=ledger.current_phase if ledger is not None else "", purpose=purpose)
+        if self.journal is not None:
+            self.journal.record(call, ledger.run if ledger is not None else None)
+        if ledger is not None:
+            ledger.record_llm_call(call)
+        return call
 
     def _answer(self, req: ChatRequest, ledger: Ledger | None) -> Completion:
         key = request_key(self.model, req.message_dicts(), req.params())
@@ -478,45 +534,60 @@ class LLMClient:
             hit = self.cache.get(key)
             if hit is not None:
                 return self._record_hit(hit, req, ledger)
-        reserved = self.budget.reserve(self._estimate_usd(req))
-        sent = False
-        usd: float | None = None
+        estimate = self._estimate_usd(req)
+        held: list[float | None] = [self.budget.reserve(estimate)]  # the reservation not yet settled
+
+        def bill(resp: Any, latency: float, purpose: str) -> LLMCall:
+            reserved, held[0] = held[0], None
+            usd = None  # a reply that could not be recorded counts at its reservation
+            try:
+                call = self._record_billed(resp, latency, purpose, ledger)
+                usd = call.usd
+            finally:
+                self.budget.settle(reserved or 0.0, usd, sent=True)
+            return call
+
+        def malformed(resp: Any, latency: float) -> None:  # billed, but retried: reserve for the retry
+            bill(resp, latency, f"{req.purpose} (malformed reply, retried)".lstrip())
+            held[0] = self.budget.reserve(estimate)
+
         try:
             client = self._client()
             t0 = time.perf_counter()
-            resp, retries = self._send(client, req)
-            sent = True
-            latency = time.perf_counter() - t0
-            texts = [(c.message.content or "") for c in sorted(resp.choices, key=lambda c: c.index or 0)]
-            usage = getattr(resp, "usage", None)
-            pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-            ct = int(getattr(usage, "completion_tokens", 0) or 0)
-            price = self.price
-            usd = None if price is None else price.cost(pt, ct)
+            resp, retries = self._send(client, req, malformed)
+            call = bill(resp, time.perf_counter() - t0, req.purpose)
         finally:
-            self.budget.settle(reserved, usd, sent)
+            if held[0] is not None:
+                self.budget.settle(held[0], None, sent=False)
+        texts = [(c.message.content or "") for c in sorted(resp.choices, key=lambda c: c.index or 0)]
         with self._lock:
             self.stats["requests"] += 1
             self.stats["retries"] += retries
+        pt, ct, usd = call.prompt_tokens, call.completion_tokens, call.usd
         if self.cache is not None:
             self.cache.put(key, self.model, {"messages": req.message_dicts(), "params": req.params()},
                            {"texts": texts, "prompt_tokens": pt, "completion_tokens": ct, "model": self.model, "usd": usd})
-        if ledger is not None:
-            ledger.record_llm_call(LLMCall(self.model, pt, ct, latency, False, usd, purpose=req.purpose))
-            if retries:
-                ledger.count("llm.retries", retries)
+        if ledger is not None and retries:
+            ledger.count("llm.retries", retries)
         return Completion(texts, pt, ct, False, self.model, usd)
 
-    def _send(self, client: Any, req: ChatRequest) -> tuple[Any, int]:
+    def _send(self, client: Any, req: ChatRequest,
+              on_billed_malformed: Callable[[Any, float], None] | None = None) -> tuple[Any, int]:
+        """The reply and the number of retries it took. A malformed reply that carries usage is
+        passed to ``on_billed_malformed`` (with its latency) before it is retried."""
         import openai
 
         s = self.settings
         attempt = 0
         while True:
             try:
+                t0 = time.perf_counter()
                 resp = client.chat.completions.create(model=self.model, messages=req.message_dicts(), **req.params())
-                if not getattr(resp, "choices", None):
-                    raise _Malformed("response has no choices")
+                why = _malformed(resp)
+                if why:
+                    if on_billed_malformed is not None and _usage(resp) != (None, None):
+                        on_billed_malformed(resp, time.perf_counter() - t0)
+                    raise _Malformed(why)
                 return resp, attempt
             except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
                     _Malformed, json.JSONDecodeError) as e:
@@ -534,17 +605,55 @@ class LLMClient:
                 with self._lock:
                     self.stats["errors"] += 1
                 raise LLMError(self._redact(f"{self.model}: giving up after {s.max_retries} retries: "
-                                            f"{type(err).__name__}: {_short(str(err))}")) from None
+                                            f"{_describe(err)}")) from None
             delay = min(s.backoff_max_s, s.backoff_s * 2 ** (attempt - 1))
             if retry_after is not None:
                 delay = min(s.backoff_max_s, max(delay, retry_after))
-            log.warning("LLM request failed (%s); retry %d/%d in %.1fs", type(err).__name__, attempt,
+            log.warning("LLM request failed (%s); retry %d/%d in %.1fs", _describe(err), attempt,
                         s.max_retries, delay)
             self._sleep(delay)
 
 
 class _Malformed(ValueError):
-    pass
+    """A reply that parsed but cannot be used."""
+
+
+def _malformed(resp: Any) -> str | None:
+    """Why a parsed reply cannot be used, or ``None``."""
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        return "the reply has no choices"
+    for i, c in enumerate(choices):
+        if getattr(c, "message", None) is None:
+            return f"choice {i} of the reply has no message"
+    return None
+
+
+def _describe(err: Exception) -> str:
+    if isinstance(err, _Malformed):
+        return f"malformed reply: {err}"
+    return f"{type(err).__name__}: {_short(str(err))}"
+
+
+def _token_count(v: Any) -> int | None:
+    """A reported token count, or ``None`` when it is missing or not a non-negative whole number."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return v if isinstance(v, int) and v >= 0 else None
+
+
+def _usage(resp: Any) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens from a reply's ``usage``; ``None`` for what it does not report."""
+    usage = getattr(resp, "usage", None)
+    if isinstance(usage, Mapping):
+        return _token_count(usage.get("prompt_tokens")), _token_count(usage.get("completion_tokens"))
+    return _token_count(getattr(usage, "prompt_tokens", None)), _token_count(getattr(usage, "completion_tokens", None))
+
+
+def _plus(a: float | None, b: float | None) -> Any:
+    return None if a is None or b is None else a + b
 
 
 def _short(text: str, n: int = 300) -> str:
@@ -689,4 +798,4 @@ class EmbeddedServer:
 
 __all__ = ["LLMClient", "LLMSettings", "LLMError", "BudgetExceeded", "ChatRequest", "Completion", "ResponseCache",
            "Budget", "Price", "load_prices", "price_for", "request_key", "extract_json_object", "EmbeddedServer",
-           "embedded_model_path", "EMBEDDED_MODEL"]
+           "embedded_model_path", "EMBEDDED_MODEL", "cache_file"]

@@ -80,8 +80,8 @@ CREATE TABLE IF NOT EXISTS phases (
 CREATE TABLE IF NOT EXISTS llm_calls (
   result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
   model TEXT NOT NULL,
-  prompt_tokens INTEGER NOT NULL,
-  completion_tokens INTEGER NOT NULL,
+  prompt_tokens INTEGER,
+  completion_tokens INTEGER,
   latency_s REAL NOT NULL,
   cached INTEGER NOT NULL,
   usd REAL,
@@ -217,6 +217,11 @@ def _json(value: Any, where: str) -> str:
         raise ValueError(f"{where} holds a NaN or infinite number; the store keeps finite numbers only") from None
 
 
+def _tokens(x: Any) -> int | None:
+    """An LLM call's token count as stored: ``NULL`` when the reply reported none."""
+    return None if x is None else int(x)
+
+
 def _result_rows(rec: ResultRecord) -> dict[str, list[tuple[Any, ...]]]:
     """The child rows of ``rec`` (without the result id), checked: a non-finite mean or interval
     bound becomes ``NULL`` (undefined); any other non-finite number is a ValueError naming it."""
@@ -229,7 +234,7 @@ def _result_rows(rec: ResultRecord) -> dict[str, list[tuple[Any, ...]]]:
         "phases": [(p, _finite(v.get("wall_s", 0), f"{w}: phase {p} wall_s"),
                     _finite(v.get("cpu_s", 0), f"{w}: phase {p} cpu_s"), int(v.get("items", 0)))
                    for p, v in rec.phases.items()],
-        "llm_calls": [(c["model"], int(c["prompt_tokens"]), int(c["completion_tokens"]),
+        "llm_calls": [(c["model"], _tokens(c["prompt_tokens"]), _tokens(c["completion_tokens"]),
                        _finite(c["latency_s"], f"{w}: llm_calls[{i}] latency_s"), int(bool(c["cached"])),
                        None if c.get("usd") is None else _finite(c["usd"], f"{w}: llm_calls[{i}] usd"),
                        c.get("phase", ""), c.get("purpose", ""))
@@ -238,6 +243,20 @@ def _result_rows(rec: ResultRecord) -> dict[str, list[tuple[Any, ...]]]:
                       json.dumps([round(_finite(s, f"{w}: score of {d!r} for query {q!r}"), 7) for d, s in r]))
                      for q, r in rec.rankings.items()],
     }
+
+
+def _allow_unknown_tokens(db: sqlite3.Connection) -> None:
+    """A store written before token counts could be unknown has ``NOT NULL`` on them: rebuild its
+    ``llm_calls`` table with the current definition, rows unchanged (inside the caller's transaction)."""
+    cols = {r[1]: r[3] for r in db.execute("PRAGMA table_info(llm_calls)")}
+    if not cols.get("prompt_tokens") and not cols.get("completion_tokens"):
+        return
+    create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS llm_calls" in stmt)
+    db.execute(create.replace("IF NOT EXISTS llm_calls", "llm_calls_new"))
+    db.execute("INSERT INTO llm_calls_new SELECT * FROM llm_calls")
+    db.execute("DROP TABLE llm_calls")
+    db.execute("ALTER TABLE llm_calls_new RENAME TO llm_calls")
+    db.execute("CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id)")
 
 
 class Store:
@@ -254,6 +273,7 @@ class Store:
                 if stmt.strip():
                     self._conn.execute(stmt)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            _allow_unknown_tokens(self._conn)
 
     def _use_wal(self) -> None:
         """Switch the file to WAL. While another process creates the same store, the switch can fail

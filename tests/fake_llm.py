@@ -22,14 +22,17 @@ class FakeLLMServer:
     """``script`` entries are consumed one per chat request, then ``responder`` answers:
     ``("ok", text)``, ``("status", code)`` / ``("status", code, retry_after)``, ``("timeout", s)``
     (sleep ``s`` before answering normally), ``("malformed",)`` (a body that is not JSON),
-    ``("empty",)`` (no choices). ``supports_n=False`` returns one choice whatever ``n`` is, like
-    llama.cpp's server."""
+    ``("empty",)`` (no choices), ``("null_message",)`` / ``("null_message", usage)`` (a choice whose
+    ``message`` is null, with the given ``usage`` object or none), ``("no_usage", text)`` (a good
+    reply without ``usage``). ``supports_n=False`` returns one choice whatever ``n`` is, like
+    llama.cpp's server; ``usage=False`` leaves ``usage`` out of every reply. Usage counts words."""
 
     def __init__(self, responder: Callable[[dict[str, Any]], str] = default_responder, supports_n: bool = True,
-                 delay_s: float = 0.0):
+                 delay_s: float = 0.0, usage: bool = True):
         self.responder = responder
         self.supports_n = supports_n
         self.delay_s = delay_s
+        self.usage = usage
         self.script: deque[tuple] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -93,10 +96,17 @@ class FakeLLMServer:
                     self._send(200, json.dumps({"id": "x", "object": "chat.completion", "created": 0,
                                                 "model": body.get("model"), "choices": []}).encode())
                     return
+                if kind == "null_message":
+                    reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                             "choices": [{"index": 0, "finish_reason": "stop", "message": None}]}
+                    if len(action) > 1:
+                        reply["usage"] = action[1]
+                    self._send(200, json.dumps(reply).encode())
+                    return
                 n = int(body.get("n", 1)) if outer.supports_n else 1
                 texts = []
                 for i in range(n):
-                    if kind == "ok":
+                    if kind in ("ok", "no_usage"):
                         texts.append(action[1] if isinstance(action[1], str) else action[1][i])
                     else:
                         b = dict(body)
@@ -112,6 +122,8 @@ class FakeLLMServer:
                               "completion_tokens": sum(len(t.split()) for t in texts),
                               "total_tokens": prompt_tokens + sum(len(t.split()) for t in texts)},
                 }
+                if kind == "no_usage" or not outer.usage:
+                    del payload["usage"]
                 self._send(200, json.dumps(payload).encode())
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 
+from rich.console import Console
+
 from harness import audit as A
-from harness.llm import Price
+from harness.ledger import CallJournal, LLMCall, RunTag
+from harness.llm import Price, cache_file
 from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from tests.test_cli import invoke
 
@@ -136,9 +139,85 @@ def test_group_by_retriever_benchmark_and_model() -> None:
 def test_paper_rows() -> None:
     rows = A.paper_rows(A.group(usage_records(), "pair"))
     assert [(r["setting"], r["method"]) for r in rows] == [("negconstraint", "hyde"), ("nevir", "bm25"), ("nevir", "hyde")]
-    assert rows[0] == {"setting": "negconstraint", "method": "hyde", "time_s": 9.0, "usd": None,
-                       "usd_known": pytest.approx(2 * MINI), "usd_unknown_calls": 1, "tokens_k": 3.6}
+    assert rows[0] == {"setting": "negconstraint", "method": "hyde", "status": "stored", "time_s": 9.0, "usd": None,
+                       "usd_known": pytest.approx(2 * MINI), "usd_unknown_calls": 1, "tokens_k": 3.6,
+                       "tokens_k_known": 3.6}
     assert rows[1]["time_s"] == 3.5 and rows[1]["usd"] == 0.0 and rows[1]["tokens_k"] == 0
+
+
+def test_calls_without_usage_make_token_and_dollar_sums_unknown() -> None:
+    recs = usage_records() + [
+        rec("hyde", "nevir", FEB, phases(search=1.0, queries=10),
+            [call("gpt-4o-mini", None, None, usd=None), call("gpt-4o-mini", 1000, None, usd=None),
+             call("gpt-4o-mini", None, None, cached=True)], seed=1)]
+    a = A.group(recs, "pair")
+    nev = by_key(a.rows, "retriever", "benchmark")[("hyde", "nevir")]
+    # known before: 2 billed calls of 1000 + 200 tokens, 1 cached (3.6K); now 2 more billed (1000 known), 1 cached
+    assert (nev["billed_calls"], nev["cache_hits"], nev["usage_unknown_calls"]) == (4, 2, 3)
+    assert (nev["billed_prompt_tokens"], nev["billed_prompt_tokens_known"]) == (None, 3000)  # not 3000
+    assert (nev["billed_completion_tokens"], nev["billed_completion_tokens_known"]) == (None, 400)
+    assert (nev["cached_prompt_tokens"], nev["cached_prompt_tokens_known"]) == (None, 1000)
+    assert (nev["prompt_tokens"], nev["tokens_k"], nev["tokens_k_known"]) == (None, None, 4.6)
+    assert nev["usd"] is None and nev["usd_known"] == pytest.approx(2 * MINI) and nev["usd_unknown_calls"] == 2
+    assert nev["unpriced_models"] == ""  # the price is known; the tokens are not
+    assert A.usd_text(nev) == "≥ $0.0005" and A.partial_text(nev, "billed_prompt_tokens") == "≥ 3,000"
+    assert a.total["tokens_k"] is None and a.total["usage_unknown_calls"] == 3
+    model = by_key(A.group(recs, "model").rows, "model")[("gpt-4o-mini",)]
+    assert (model["billed_prompt_tokens"], model["usd"]) == (None, None)
+    paper = {(r["setting"], r["method"]): r for r in A.paper_rows(a)}[("nevir", "hyde")]
+    assert (paper["tokens_k"], paper["tokens_k_known"], paper["usd"]) == (None, 4.6, None)
+
+    out = io.StringIO()
+    Console(file=out, width=250).print(A.audit_table(a, "t"))
+    cells = table_rows(out.getvalue())["hyde nevir"]
+    assert cells[9:] == ["≥ 3,000", "≥ 400", "≥ 1,200", "≥ $0.0005"]
+    row = next(r for r in csv.DictReader(io.StringIO(A.to_csv(a.rows))) if r["benchmark"] == "nevir" and r["retriever"] == "hyde")
+    assert (row["billed_prompt_tokens"], row["billed_prompt_tokens_known"], row["usd"]) == ("", "3000", "")
+    assert json.loads(A.to_json(a.rows))[2]["billed_prompt_tokens"] is None
+
+    # projected: the tokens and $ of what reported no usage stay unknown
+    p = A.project(recs, ["negconstraint"], INFOS, {"gpt-4o-mini": Price(0.15, 0.60)})
+    h = by_key(p.rows, "retriever", "benchmark")[("hyde", "negconstraint")]
+    assert (h["prompt_tokens"], h["tokens_k"], h["usd"]) == (None, None, None)
+    assert h["tokens_k_known"] > 0 and h["usd_known"] > 0 and h["usage_unknown_calls"] > 0
+    assert A.partial_text(h, "tokens_k", 1).startswith("≥ ")
+    rate = {r["retriever"]: r for r in p.rates}["hyde"]
+    assert rate["tokens_per_query"] is None and rate["calls_without_usage"] == 3
+    assert any("3 recorded LLM calls reported no token counts" in n for n in A.projection_notes(p))
+
+
+def test_unfinished_runs_come_from_the_journal_and_are_counted_once(tmp_path: Path) -> None:
+    j = CallJournal(cache_file(tmp_path))
+    done, stopped = RunTag.new(label="hyde", retriever="hyde", benchmark="nevir", seed=0), \
+        RunTag.new(label="hyde", retriever="hyde", benchmark="nevir", seed=1)
+    j.record(LLMCall("gpt-4o-mini", 1000, 200, 0.5, False, MINI, phase="search"), done)
+    for pt in (1000, None):
+        j.record(LLMCall("gpt-4o-mini", pt, None if pt is None else 200, 0.5, False, None if pt is None else MINI,
+                         phase="search"), stopped)
+    j.record(LLMCall("mystery-llm", 5, 1, 0.1, False, None, purpose="ping"))  # outside any run
+    j.close()
+    stored = rec("hyde", "nevir", JAN, phases(search=1.0, queries=10), [call("gpt-4o-mini", 1000, 200, usd=MINI)])
+    stored.extra = {"llm_run": done.run_id}  # the run that produced it: its journaled call is in the result
+    runs = A.unfinished_runs(tmp_path, [stored])
+    assert sorted((r.status, r.label, len(r.llm_calls)) for r in runs) == [("outside a run", "", 1),
+                                                                           ("unfinished run", "hyde", 2)]
+    a = A.group([stored, *runs], "pair")
+    rows = {(r["retriever"], r["benchmark"], r["status"]): r for r in a.rows}
+    assert set(rows) == {("", "", "outside a run"), ("hyde", "nevir", "stored"), ("hyde", "nevir", "unfinished run")}
+    un = rows[("hyde", "nevir", "unfinished run")]
+    assert (un["results"], un["unfinished_runs"], un["billed_calls"], un["billed_prompt_tokens_known"]) == (0, 1, 2, 1000)
+    assert un["usd"] is None and un["usd_known"] == pytest.approx(MINI)
+    assert rows[("hyde", "nevir", "stored")]["billed_calls"] == 1
+    assert (a.total["billed_calls"], a.total["results"], a.total["unfinished_runs"]) == (4, 1, 2)
+    assert a.subtotals["hyde"]["billed_calls"] == 3
+    model = A.group([stored, *runs], "model")
+    assert {r["model"]: r["billed_calls"] for r in model.rows} == {"gpt-4o-mini": 3, "mystery-llm": 1}
+    # filters: benchmark, retriever, time
+    assert [r.status for r in A.unfinished_runs(tmp_path, [stored], benchmark="nevir")] == ["unfinished run"]
+    assert A.unfinished_runs(tmp_path, [stored], retriever="bm25") == []
+    assert A.unfinished_runs(tmp_path, [stored], since=A.parse_since("2999-01-01")) == []
+    assert len(A.unfinished_runs(tmp_path, [])) == 3  # without its stored result, the finished run is listed too
+    assert A.unfinished_runs(tmp_path / "elsewhere", []) == []  # no journal: nothing
 
 
 def test_since_parsing_and_filter() -> None:

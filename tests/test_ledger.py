@@ -1,12 +1,14 @@
-"""Ledger totals: phase timing and LLM cost, with unknown prices kept unknown."""
+"""Ledger totals: phase timing and LLM cost, with unknown prices and unknown token counts kept
+unknown; the journal of billed calls."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
 
-from harness.ledger import Ledger, LLMCall, call_totals, phase_totals
+from harness.ledger import CallJournal, Ledger, LLMCall, RunTag, call_totals, phase_totals, read_journal
 
 
 def test_phases_time_and_calls_total() -> None:
@@ -24,7 +26,41 @@ def test_phases_time_and_calls_total() -> None:
     t = phase_totals(d["phases"])
     assert t["offline_s"] >= 0.02 and t["online_items"] == 4 and t["online_s"] is not None
     assert call_totals(d["llm_calls"]) == {"calls": 2, "cache_hits": 1, "prompt_tokens": 200,
-                                           "completion_tokens": 40, "usd": pytest.approx(0.002)}
+                                           "completion_tokens": 40, "prompt_tokens_known": 200,
+                                           "completion_tokens_known": 40, "usage_unknown_calls": 0,
+                                           "usd": pytest.approx(0.002), "usd_known": pytest.approx(0.002)}
     led.record_llm_call(LLMCall("unpriced", 5, 5, 0.1, cached=False, usd=None))
     assert call_totals(led.to_dict()["llm_calls"])["usd"] is None  # never a silent 0
     assert phase_totals({})["offline_s"] is None and phase_totals({})["online_s"] is None
+
+
+def test_a_call_without_usage_leaves_token_and_dollar_totals_unknown() -> None:
+    led = Ledger()
+    led.record_llm_call(LLMCall("gpt-4o-mini", 100, 20, 0.1, cached=False, usd=0.00003))
+    led.record_llm_call(LLMCall("gpt-4o-mini", None, None, 0.1, cached=False, usd=None))  # no usage in the reply
+    t = call_totals(led.to_dict()["llm_calls"])
+    assert (t["prompt_tokens"], t["completion_tokens"], t["usd"]) == (None, None, None)  # not 100 / 20 / $0.00003
+    assert (t["prompt_tokens_known"], t["completion_tokens_known"], t["usage_unknown_calls"]) == (100, 20, 1)
+    assert t["usd_known"] == pytest.approx(0.00003)
+
+
+def test_journal_commits_each_call_with_its_run(tmp_path) -> None:
+    path = tmp_path / "llm.sqlite"
+    assert read_journal(path) == []  # no file: no calls, and nothing is created
+    assert not path.exists()
+    j = CallJournal(path)
+    tag = RunTag.new(result_key="k1", retriever="hyde", label="hyde-big", spec_hash="h", benchmark="nevir", seed=3)
+    j.record(LLMCall("gpt-4o-mini", 12, 7, 0.5, False, 0.0000060, phase="search", purpose="hyde.generate"), tag)
+    j.record(LLMCall("gpt-4o-mini", None, None, 0.25, False, None, phase="search"), tag)
+    j.record(LLMCall("mystery", 3, 4, 0.1, False, None))  # outside a run
+    # another connection sees every call at once: each record is its own committed transaction
+    with sqlite3.connect(path) as other:
+        assert other.execute("SELECT COUNT(*) FROM billed_calls").fetchone()[0] == 3
+    rows = read_journal(path)
+    assert [(r["run_id"], r["label"], r["benchmark"], r["seed"], r["result_key"]) for r in rows[:2]] == \
+        [(tag.run_id, "hyde-big", "nevir", 3, "k1")] * 2
+    assert (rows[0]["prompt_tokens"], rows[0]["completion_tokens"], rows[0]["usd"]) == (12, 7, pytest.approx(6e-6))
+    assert (rows[1]["prompt_tokens"], rows[1]["completion_tokens"], rows[1]["usd"]) == (None, None, None)
+    assert rows[2]["run_id"] is None and rows[2]["label"] == "" and rows[2]["model"] == "mystery"
+    assert rows[0]["purpose"] == "hyde.generate" and rows[0]["created_at"] <= rows[2]["created_at"]
+    j.close()

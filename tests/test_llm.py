@@ -4,6 +4,7 @@ prices, concurrency and key hygiene, through the real ``openai`` package."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -11,7 +12,7 @@ pytest.importorskip("openai")
 
 from fake_llm import FakeLLMServer  # noqa: E402
 
-from harness.ledger import Ledger, call_totals  # noqa: E402
+from harness.ledger import Ledger, RunTag, call_totals, read_journal  # noqa: E402
 from harness.llm import (  # noqa: E402
     BudgetExceeded, ChatRequest, LLMClient, LLMError, LLMSettings, Price, extract_json_object, load_prices,
     price_for, request_key,
@@ -151,6 +152,111 @@ def test_dollar_budget_is_never_exceeded(tmp_path):
                 assert spent > 0.015  # ... and one at a time it spends what it can
     finally:
         s.stop()
+
+
+def test_reply_without_usage_has_unknown_tokens_and_dollars(server, tmp_path):
+    server.push(("no_usage", "a passage"), ("no_usage", "free passage"))
+    ledger = Ledger(run=RunTag.new(label="hyde", benchmark="nevir", seed=0))
+    with make_client(server, tmp_path) as c:
+        out = c.chat("Please write a passage.", ledger)
+        assert c.budget.calls == 1
+    assert out.texts == ["a passage"]
+    assert (out.prompt_tokens, out.completion_tokens, out.usd) == (None, None, None)  # not 0 tokens, $0.00
+    (call,) = ledger.llm_calls
+    assert (call.prompt_tokens, call.completion_tokens, call.usd, call.cached) == (None, None, None, False)
+    t = call_totals([vars(x) for x in ledger.llm_calls])
+    assert (t["prompt_tokens"], t["usd"], t["usage_unknown_calls"]) == (None, None, 1)
+    (row,) = read_journal(tmp_path / "llm.sqlite")  # journaled as billed, with unknown tokens and $
+    assert (row["prompt_tokens"], row["completion_tokens"], row["usd"], row["label"]) == (None, None, None, "hyde")
+    hit = Ledger()
+    with make_client(server, tmp_path) as c:  # the cache keeps "unknown" too; a hit costs $0 new
+        again = c.chat("Please write a passage.", hit)
+    assert (again.cached, again.prompt_tokens, again.usd) == (True, None, 0.0)
+    assert (hit.llm_calls[0].prompt_tokens, hit.llm_calls[0].usd) == (None, 0.0)
+    with make_client(server, tmp_path, model="gemma-3-270m-q4_k_m") as c:  # priced at $0: free whatever the tokens
+        free = c.chat("Another passage.", Ledger())
+    assert (free.prompt_tokens, free.usd) == (None, 0.0)
+    assert server.count == 2
+
+
+def test_unknown_usage_settles_at_its_reservation(tmp_path):
+    s = FakeLLMServer(usage=False).start()
+    try:
+        reqs = [ChatRequest.of(f"question {i:02d}", max_tokens=1000) for i in range(10)]
+        ledger = Ledger()
+        with make_client(s, tmp_path, model="gpt-4o", max_usd=0.035, concurrency=1) as c:
+            est = c._estimate_usd(reqs[0])
+            with pytest.raises(BudgetExceeded, match="max-usd"):
+                c.chat_many(reqs, ledger)
+            spent = c.budget.spent_usd
+        # each reply may have cost its whole reservation (~$0.01), so only three fit under $0.035
+        assert est == pytest.approx((len("question 00".encode()) + 16) * 2.5e-6 + 1000 * 10e-6)
+        assert s.count == len(ledger.llm_calls) == 3
+        assert spent == pytest.approx(3 * est) and spent <= 0.035
+        assert all(x.usd is None for x in ledger.llm_calls)
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("pool", ["chat_many", "threads"])
+def test_parallel_budget_ends_within_one_reservation_of_the_cap(tmp_path, pool):
+    # gpt-4o: $2.50 / $10 per 1M. A request reserves ~$0.0101 (1000 completion tokens); a reply
+    # costs ~$0.003 (300 words). With 6 requests in flight, refusing as soon as the in-flight
+    # reservations fill the cap would stop far below it; waiting for them to settle does not.
+    s = FakeLLMServer(lambda body: "word " * 300, delay_s=0.05).start()
+    cap = 0.05
+    try:
+        reqs = [ChatRequest.of(f"question number {i:03d}", max_tokens=1000) for i in range(60)]
+        ledger = Ledger()
+        with make_client(s, tmp_path, model="gpt-4o", max_usd=cap, concurrency=6) as c:
+            most = max(c._estimate_usd(r) for r in reqs)
+            if pool == "chat_many":
+                with pytest.raises(BudgetExceeded):
+                    c.chat_many(reqs, ledger)
+            else:
+                with ThreadPoolExecutor(max_workers=6) as ex:
+                    futures = [ex.submit(c.chat, r, ledger) for r in reqs]
+                errors = [f.exception() for f in futures]
+                assert any(isinstance(e, BudgetExceeded) for e in errors)
+                assert all(e is None or isinstance(e, BudgetExceeded) for e in errors)
+            spent = c.budget.spent_usd
+        assert s.max_in_flight > 1
+        assert sum(x.usd for x in ledger.llm_calls) == pytest.approx(spent)
+        assert s.count == len(ledger.llm_calls)
+        assert cap - most <= spent <= cap
+        journal = read_journal(tmp_path / "llm.sqlite")
+        assert len(journal) == s.count and sum(r["usd"] for r in journal) == pytest.approx(spent)
+    finally:
+        s.stop()
+
+
+def test_null_message_is_a_retried_malformed_reply(server, tmp_path):
+    server.push(("null_message",), ("ok", "fine"))
+    ledger = Ledger()
+    with make_client(server, tmp_path) as c:
+        assert c.chat("hello", ledger).texts == ["fine"]
+    assert server.count == 2 and ledger.counters["llm.retries"] == 1
+    assert len(ledger.llm_calls) == 1  # a malformed reply without usage is not counted as billed
+
+    # one that carries usage was billed: recorded (ledger, journal, budget), then retried
+    server.push(("null_message", {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}),
+                ("ok", "fine again"))
+    ledger = Ledger()
+    with make_client(server, tmp_path, max_calls=5) as c:
+        assert c.chat("hello there", ledger).texts == ["fine again"]
+        assert c.budget.calls == 2
+    assert [(x.prompt_tokens, x.completion_tokens) for x in ledger.llm_calls] == [(40, 9), (2, 2)]
+    assert ledger.llm_calls[0].usd == pytest.approx((40 * 0.15 + 9 * 0.60) / 1e6)
+    assert "malformed reply" in ledger.llm_calls[0].purpose
+    assert [r["prompt_tokens"] for r in read_journal(tmp_path / "llm.sqlite")] == [1, 40, 2]
+
+    server.push(*[("null_message",)] * 3)
+    with make_client(server, tmp_path, max_retries=2) as c:
+        with pytest.raises(LLMError) as e:
+            c.chat("and again")
+    msg = str(e.value)
+    assert msg == "gpt-4o-mini: giving up after 2 retries: malformed reply: choice 0 of the reply has no message"
+    assert "\n" not in msg and not isinstance(e.value, AttributeError)
 
 
 def test_unknown_price_is_unknown_never_zero(server, tmp_path):
