@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import io
 import itertools
 import json
 import os
@@ -15,7 +14,7 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -25,11 +24,17 @@ from rich.text import Text
 
 from . import __version__
 from .data import MissingDataError, default_data_dir, default_home, missing_files
-from .registry import (RegistryError, benchmark_variants, builder_names, get_benchmark_loader, get_builder, get_trainer,
-                       load_benchmark, trainer_names,
-                       get_suite, make_spec, retriever_names, stored_benchmark_name, suites)
+from .measures import format_value
+from .cli_options import (BenchmarkFilterOpt, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt,
+                          LlmModelOpt, MaxCallsOpt, MaxQueriesOpt, MaxUsdOpt, OnlineOpt, PricesOpt, RetrieverFilterOpt,
+                          SeedOpt, data_dir_option, online_option, prices_option)
+from .registry import (RegistryError, artifact_users, benchmark_variants, builder_names, command_apps,
+                       get_benchmark_loader, get_builder, get_retriever_class, get_suite, get_trainer, load_benchmark,
+                       make_spec, params_class, parse_key_values, retriever_info, retriever_names,
+                       stored_benchmark_name, suites, trainer_names)
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
+from .submit import SUBMIT_DEFAULT_SUITE, SubmissionError, check_submission, origin, submission_params, submit_seeds
 
 # Help texts are plain text: brackets such as ``[retrievers.NAME]`` are words, not console markup.
 _TYPER = {"no_args_is_help": True, "rich_markup_mode": None}
@@ -166,17 +171,6 @@ def _parse_params(items: list[str], config: dict[str, Any]) -> dict[str, dict[st
     return params
 
 
-def _key_values(items: Optional[list[str]], *, strip_values: bool) -> dict[str, str]:
-    """``--param KEY=VALUE`` options (no retriever prefix) as a dict; a malformed one is a ValueError."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        k, eq, v = item.partition("=")
-        if not eq or not k.strip():
-            raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
-        out[k.strip()] = v.strip() if strip_values else v
-    return out
-
-
 def _load_config(path: Optional[Path]) -> dict[str, Any]:
     if path is None:
         return {}
@@ -202,21 +196,18 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file: [retrievers.NAME] tables of parameters."),
     measure: list[str] = typer.Option(None, "--measure", "-m", help="Extra measure to compute (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Recompute results that already exist."),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="Score only the first N judged queries "
-                                              "(stored as the benchmark '<name>[:N]', apart from full runs)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory (else BEYONDSIM_DATA, else ../shared/data)."),
-    online: bool = typer.Option(False, "--online", help="Allow loaders to fetch missing data from the official source."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME", help="Store and caches (default ~/.beyondsim)."),
+    max_queries: MaxQueriesOpt = None,
+    data_dir: DataDirOpt = None,
+    online: OnlineOpt = False,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
     leaderboard_dir: Optional[Path] = typer.Option(None, "--leaderboard", help="Render the leaderboard here afterwards."),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible server for LLM retrievers "
-                                               "(else BEYONDSIM_LLM_BASE_URL, else the embedded llama.cpp server). "
-                                               "The key comes from BEYONDSIM_LLM_API_KEY or OPENAI_API_KEY."),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name on that server (else BEYONDSIM_LLM_MODEL)."),
-    max_usd: Optional[float] = typer.Option(None, "--max-usd", help="Stop before the LLM request that could pass this spend."),
-    max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Stop before LLM request number N+1 (cache hits are free)."),
-    llm_concurrency: Optional[int] = typer.Option(None, "--llm-concurrency", help="Parallel LLM requests (default 4)."),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="Extra prices TOML on top of harness/prices.toml."),
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_model: LlmModelOpt = None,
+    max_usd: MaxUsdOpt = None,
+    max_calls: MaxCallsOpt = None,
+    llm_concurrency: LlmConcurrencyOpt = None,
+    prices: PricesOpt = None,
 ) -> None:
     """Run retrievers on benchmarks, score them and store the results. Exit code 3: stopped by the
     LLM budget (finished results are stored; LLM responses are cached, so a rerun resumes)."""
@@ -297,82 +288,6 @@ def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: l
     return outcomes, store, runner.budget_stop
 
 
-# The seeds a submission is scored with: a retriever that trains (``fit``) or builds an artifact
-# (``prepare``) is averaged over three; a deterministic one needs one. ``--seeds N`` overrides.
-SUBMIT_SEEDS_TRAINABLE: tuple[int, ...] = (0, 1, 2)
-SUBMIT_SEEDS_DETERMINISTIC: tuple[int, ...] = (0,)
-SUBMIT_DEFAULT_SUITE = "constraint"
-
-
-def submit_seeds(cls: type) -> tuple[int, ...]:
-    trainable = any(callable(getattr(cls, m, None)) for m in ("fit", "prepare"))
-    return SUBMIT_SEEDS_TRAINABLE if trainable else SUBMIT_SEEDS_DETERMINISTIC
-
-
-def _submission_params(cfg: dict[str, Any], path: Optional[Path], names: tuple[str, ...],
-                       items: list[str]) -> dict[str, Any]:
-    """A submission's parameters: from the TOML (a ``[params]`` table; else run's
-    ``[retrievers.NAME]`` table for the spec or label, or the only one; else its top-level keys,
-    ``[llm]`` aside), then ``-p KEY=VALUE`` (or ``-p NAME.KEY=VALUE``) on top."""
-    if "params" in cfg:
-        table = cfg["params"]
-    elif "retrievers" in cfg:
-        tables = cfg["retrievers"] if isinstance(cfg["retrievers"], dict) else {}
-        chosen = [n for n in names if n in tables]
-        if chosen:
-            table = tables[chosen[0]]
-        elif len(tables) == 1:
-            table = next(iter(tables.values()))
-        else:
-            fail(f"{path}: [retrievers] has no table for {' or '.join(repr(n) for n in names)}")
-    else:
-        table = {k: v for k, v in cfg.items() if k != "llm"}
-    if not isinstance(table, dict):
-        fail(f"{path}: the parameters must be a TOML table")
-    params = dict(table)
-    if "retriever" in params and params.pop("retriever") not in names:
-        fail(f"{path}: names another retriever; submit takes the retriever as its argument")
-    try:
-        given = _key_values(items, strip_values=False)
-    except ValueError as e:
-        fail(str(e))
-    for k, v in given.items():
-        prefix, dot, key = k.partition(".")
-        params[key if dot and prefix in names else k] = v
-    return params
-
-
-def _check_submission(name: str, params: dict[str, Any], label: str) -> tuple[Any, Any, list[str]]:
-    """``(class, spec, problems)``: everything that keeps ``name`` from running as a retriever with
-    ``params``, found without loading a benchmark or a model: the protocol members and their
-    arities, the parameter class, the parameters, and instantiating the class with them."""
-    from .protocols import missing_protocol_members
-    from .registry import get_retriever_class, instantiate, params_class
-
-    try:
-        cls = get_retriever_class(name)
-    except RegistryError as e:
-        return None, None, [str(e)]
-    problems = list(missing_protocol_members(cls))
-    pcls = params_class(cls)
-    spec = None
-    if not (isinstance(pcls, type) and dataclasses.is_dataclass(pcls)):
-        problems.append(f"Params: {pcls!r} is not a dataclass; declare the parameters as a frozen dataclass "
-                        "(`Params = MyParams` on the class, or `@register(name, params=MyParams)`)")
-    else:
-        try:
-            spec = make_spec(name, params, label=label if label != name else "")
-        except (RegistryError, ValueError) as e:
-            problems.append(str(e))
-    if spec is not None:
-        try:
-            instantiate(spec)
-        except Exception as e:  # noqa: BLE001 - any failure of the user's constructor is reported
-            problems.append(f"cannot instantiate {cls.__qualname__} with {dict(spec.params)!r}: "
-                            f"{type(e).__name__}: {e}")
-    return cls, (spec if not problems else None), problems
-
-
 @app.command()
 def submit(
     retriever: str = typer.Argument(..., metavar="SPEC", help="A registered retriever name (entry point group "
@@ -388,27 +303,24 @@ def submit(
                                         "fit or prepare, else 1)."),
     label: Optional[str] = typer.Option(None, "--label", help="Name shown on the leaderboard (default: SPEC)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Site directory (default $BEYONDSIM_HOME/site)."),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", help="Score only the first N judged queries "
-                                              "(a smoke test; stored as '<benchmark>[:N]', apart from full runs)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data directory (else BEYONDSIM_DATA, else ../shared/data)."),
-    online: bool = typer.Option(False, "--online", help="Allow loaders to fetch missing data from the official source."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME", help="Store and caches (default ~/.beyondsim)."),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible server, for a retriever that calls an LLM."),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name on that server."),
-    max_usd: Optional[float] = typer.Option(None, "--max-usd", help="Stop before the LLM request that could pass this spend."),
+    max_queries: MaxQueriesOpt = None,
+    data_dir: DataDirOpt = None,
+    online: OnlineOpt = False,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_model: LlmModelOpt = None,
+    max_usd: MaxUsdOpt = None,
 ) -> None:
     """Check a retriever against the protocol, run it on a suite with the standard seeds, store the
     results (existing ones are kept, so a rerun resumes) and regenerate the leaderboard site.
     Exit code 2: the retriever cannot run (every problem is listed; nothing is loaded or stored)."""
     cfg = _load_config(config)
     shown = label or retriever
-    params = _submission_params(cfg, config, (retriever, shown), list(param or []))
-    cls, spec, problems = _check_submission(retriever, params, shown)
-    if problems:
-        path = f"{cls.__module__}:{cls.__qualname__}" if cls is not None else retriever
-        where = f" ({path})" if path != retriever else ""
-        fail(f"retriever {retriever!r}{where} cannot be submitted:\n" + "\n".join(f"  - {p}" for p in problems))
+    try:
+        cls, spec = check_submission(retriever, submission_params(cfg, config, (retriever, shown), param or []), shown)
+    except SubmissionError as e:
+        fail(str(e))
     if seeds is not None and seeds < 1:
         fail("--seeds must be at least 1")
     seed_list = list(range(seeds)) if seeds is not None else list(submit_seeds(cls))
@@ -420,7 +332,7 @@ def submit(
     llm = _llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd)
     settings = Settings(home=home_dir(home), data_dir=data_dir, online=online, device=device, llm=llm,
                         max_queries=max_queries)
-    console.print(f"submitting {spec.display} ({cls.__module__}:{cls.__qualname__}, spec {spec.hash}) on "
+    console.print(f"submitting {spec.display} ({origin(cls)}, spec {spec.hash}) on "
                   f"{len(benches)} benchmark(s) with seed(s) {', '.join(map(str, seed_list))}",
                   highlight=False, soft_wrap=True)
     outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list)
@@ -455,12 +367,6 @@ def _missing_on_disk(name: str, root: Path) -> bool:
     return bool(check(bname, root)) if callable(check) else bool(missing_files(root, loader.info(bname).files))
 
 
-def _fmt(v: Optional[float], measure: str = "") -> str:
-    if v is None or v != v:
-        return "–"
-    return f"{v:.2f}" if measure.startswith("FVR") else f"{v:.3f}"
-
-
 def _print_outcomes(outcomes: list) -> None:
     by_bench: dict[str, list] = {}
     for o in outcomes:
@@ -478,51 +384,80 @@ def _print_outcomes(outcomes: list) -> None:
         t.add_column("", justify="left")
         for o in items:
             r = o.record
-            t.add_row(r.label, str(r.seed), *[_fmt(r.measures[m].mean if m in r.measures else None, m) for m in shown],
+            t.add_row(r.label, str(r.seed), *[format_value(m, r.measures[m].mean if m in r.measures else None) for m in shown],
                       f"{r.phases.get('index', {}).get('wall_s', 0):.1f}", f"{r.phases.get('search', {}).get('wall_s', 0):.1f}",
                       "cached" if o.status == "skipped" else "")
         out.print(t)
 
 
-def _render(store: Store, out_dir: Path) -> Path:
-    from reports import render_site  # the composition root may import reports
+def _render(store: Store, out_dir: Path, fmt: str = "html") -> Path:
+    """Write the leaderboard in ``fmt``: the site (return its ``index.html``) or the tables of
+    :mod:`reports.tables` into ``out_dir`` (return it), or to stdout when ``out_dir`` is ``-``."""
+    from reports import compare, render_site  # the composition root may import reports
+    from reports.tables import combined, write_tables
 
-    index = render_site(store, out_dir)
-    console.print(f"leaderboard written to {index.resolve()}", highlight=False, soft_wrap=True)
-    return index
+    if fmt == "html":
+        index = render_site(store, out_dir)
+        console.print(f"leaderboard written to {index.resolve()}", highlight=False, soft_wrap=True)
+        return index
+    board = compare(store)
+    if str(out_dir) == "-":
+        sys.stdout.write(combined(board, fmt))
+        return out_dir
+    paths = write_tables(board, fmt, out_dir)
+    console.print(f"{len(paths)} {fmt} table{'s' if len(paths) != 1 else ''} written to {out_dir.resolve()}",
+                  highlight=False, soft_wrap=True)
+    return out_dir
 
 
 @app.command()
 def leaderboard(
-    out_dir: Path = typer.Option(Path("leaderboard"), "--out", "-o", help="Output directory."),
+    out_dir: Path = typer.Option(Path("leaderboard"), "--out", "-o",
+                                 help="Output directory; - writes md, latex or json to stdout."),
+    fmt: str = typer.Option("html", "--format", "-f", help="html (the static site), md, latex or json."),
     home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
 ) -> None:
-    """Render the static leaderboard site from the results store."""
+    """Render the leaderboard from the results store: the static site (html), or the same
+    comparisons as tables for a paper (md, latex, json).
+
+    The tables go into the --out directory as one file per suite table and one per benchmark:
+    suite/<name>.<ext> and bench/<name>.<ext> (ext md, tex or json; names as on the site). With
+    --out - they are written to stdout one after another; json then is one object
+    {"suites": [...], "benchmarks": [...]} holding the same objects as the files. md and latex
+    show each benchmark's headline measures (best in bold, † and ‡ for significant differences
+    from the reference and the best baseline); json holds every measure with its per-seed means,
+    CI or std, and each paired test's raw and Holm-adjusted p and win/tie/loss counts (missing
+    numbers are null)."""
+    if fmt not in ("html", "md", "latex", "json"):
+        fail("--format must be html, md, latex or json")
+    if fmt == "html" and str(out_dir) == "-":
+        fail("--format html writes a folder of pages: give a directory")
     with open_store(home) as store:
-        _render(store, out_dir)
+        _render(store, out_dir, fmt)
 
 
 @list_app.command("retrievers")
 def list_retrievers() -> None:
-    from .registry import get_retriever_class, params_class
-    import dataclasses
-
+    """Every registered retriever: its family, what it does, its paper, its class and parameters."""
     t = Table(title="retrievers")
-    t.add_column("id")
-    t.add_column("class")
-    t.add_column("parameters (defaults)")
+    t.add_column("id", no_wrap=True)
+    t.add_column("family", max_width=16)
+    for c in ("description", "paper", "class", "parameters (defaults)"):
+        t.add_column(c, overflow="fold")
     for n in retriever_names():
         try:
             cls = get_retriever_class(n)
             ps = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(params_class(cls)))
-            t.add_row(n, f"{cls.__module__}:{cls.__qualname__}", ps)
         except RegistryError as e:
-            t.add_row(n, Text("failed to load", style="red"), str(e))
+            t.add_row(n, "", "", "", Text("failed to load", style="red"), str(e))
+            continue
+        info = retriever_info(cls)
+        t.add_row(n, info.family, info.description, info.reference, origin(cls), ps)
     out.print(t)
 
 
 @list_app.command("benchmarks")
-def list_benchmarks(data_dir: Optional[Path] = typer.Option(None, "--data-dir")) -> None:
+def list_benchmarks(data_dir: DataDirOpt = None) -> None:
     """Every registered benchmark (each split and family member), its task and whether it is on disk."""
     root = default_data_dir(data_dir)
     t = Table(title=f"benchmarks (data dir: {root})")
@@ -570,7 +505,7 @@ def _counts_text(c: dict[str, int]) -> str:
 @data_app.command("status")
 def data_status(
     names: list[str] = typer.Argument(None, help="Benchmarks to show (default: every registered one)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    data_dir: DataDirOpt = None,
     recount: bool = typer.Option(False, "--recount", help="Load each present benchmark and count it (slower)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show folders, missing files and sources."),
@@ -611,7 +546,7 @@ def data_status(
 @data_app.command("verify")
 def data_verify(
     names: list[str] = typer.Argument(None, help="Benchmarks to verify (default: every present one)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    data_dir: DataDirOpt = None,
     recount: bool = typer.Option(False, "--recount", help="Also load each benchmark and compare counts and content version."),
 ) -> None:
     """Check the files on disk against the manifest's SHA-256 checksums; exit 1 on any mismatch.
@@ -644,7 +579,7 @@ def data_verify(
 @data_app.command("manifest")
 def data_manifest(
     names: list[str] = typer.Argument(None, help="Benchmarks to include (default: every present one)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+    data_dir: DataDirOpt = None,
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
 ) -> None:
     """Record the checksums and counts of what the data directory holds now (loads each benchmark)."""
@@ -714,11 +649,12 @@ def build_diagnostics(
     sets: list[str] = typer.Option(None, "--set", help="Which sets to build (repeatable; default: all builders)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder; each set goes to <out>/<set>/ "
                                            "(default: $BEYONDSIM_HOME/diagnostics, where diag/<set> finds it)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: SeedOpt = 0,
     max_queries: int = typer.Option(104, "--max-queries", help="Queries per set (0 = every candidate)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
-    online: bool = typer.Option(False, "--online", help="Allow fetching the corpus and WordNet from their official sources."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    data_dir: DataDirOpt = None,
+    online: Annotated[bool, online_option(
+        "Allow fetching the corpus and WordNet from their official sources.")] = False,
+    home: HomeOpt = None,
 ) -> None:
     """Build the CoDeR antonym / negation / exclusion diagnostic sets from any corpus."""
     root = default_data_dir(data_dir)
@@ -747,7 +683,7 @@ def build_diagnostics(
                   " / ".join(str(grades.get(g, "")) for g in ("2", "1", "0")), str(folder))
     out.print(t)
     console.print("run them by name (diag/<set>) when written to the default folder, or by path "
-                  "(beyondsim run bm25 --benchmark <folder>)", highlight=False)
+                  "(beyondsim run RETRIEVER --benchmark <folder>)", highlight=False)
 
 
 @app.command()
@@ -756,8 +692,8 @@ def audit(
                                      "benchmark, or model: LLM usage per model name across results, without time "
                                      "columns (a result's time is not split between the models it called); "
                                      "latency s is the summed latency of that model's billed requests."),
-    retriever: Optional[str] = typer.Option(None, "--retriever", "-r", help="Only this retriever (id or label)."),
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Only this benchmark (name or folder path, as given to run)."),
+    retriever: RetrieverFilterOpt = None,
+    benchmark: BenchmarkFilterOpt = None,
     since: Optional[str] = typer.Option(None, "--since", help="Only results created at or after this: an ISO date or "
                                         "datetime (UTC unless it has an offset) or an age such as 12h, 7d, 2w."),
     project: Optional[str] = typer.Option(None, "--project", help="Estimate a suite (constraint, completeness, all, …) "
@@ -769,12 +705,12 @@ def audit(
                             "without the table's total rows; usd is null when unknown, usd_known the priced part)."),
     view: str = typer.Option("full", "--view", help="full, or paper: CoDeR Table 7's columns (setting, method, "
                              "time s = offline + online, cost $, tokens K)."),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="Extra prices TOML for --project, on top of "
-                                          "harness/prices.toml."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="For --project: where to count the queries and "
-                                            "documents of a benchmark the store has no record of (else BEYONDSIM_DATA, "
-                                            "else ../shared/data)."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    prices: Annotated[Optional[Path], prices_option(
+        "Extra prices TOML for --project, on top of harness/prices.toml.")] = None,
+    data_dir: Annotated[Optional[Path], data_dir_option(
+        "For --project: where to count the queries and documents of a benchmark the store has no record of (else "
+        "BEYONDSIM_DATA, else ../shared/data).")] = None,
+    home: HomeOpt = None,
 ) -> None:
     """Efficiency and API cost of stored results: offline/online seconds, LLM calls split into cache
     hits and billed calls, their tokens, and $ of new spend (a cache hit costs $0; a model without a
@@ -792,8 +728,14 @@ def audit(
         fail(str(e))
     with open_store(home) as store:
         benchmark = stored_benchmark_name(benchmark) if benchmark else None
-        records = audit_mod.select(store.results(benchmark=benchmark, retriever=retriever), cutoff)
+        stored = store.results(benchmark=benchmark, retriever=retriever)
+        records = audit_mod.select(stored, cutoff)
         infos = store.benchmarks()
+    try:  # billed calls that no stored result holds (runs stopped by the budget, failed or killed)
+        unfinished = audit_mod.unfinished_runs(home_dir(home), stored, benchmark=benchmark, retriever=retriever,
+                                               since=cutoff)
+    except ValueError as e:
+        fail(str(e))
     scope = ", ".join(s for s in (f"retriever {retriever}" if retriever else "",
                                   f"benchmark {benchmark}" if benchmark else "",
                                   f"since {cutoff.isoformat(timespec='seconds')}" if cutoff else "") if s)
@@ -803,7 +745,7 @@ def audit(
         _audit_projection(audit_mod, records, infos, project, fmt, prices, data_dir, scope)
         return
     try:
-        grouped = audit_mod.group(records, by or "pair")
+        grouped = audit_mod.group(records + unfinished, by or "pair")
         rows = audit_mod.paper_rows(grouped) if view == "paper" else grouped.rows
     except ValueError as e:
         fail(str(e))
@@ -869,12 +811,12 @@ def tune(
     param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE held fixed (repeatable)."),
     measure: str = typer.Option("Comp@5", "--measure", "-m", help="Measure to optimise on the validation split."),
     split: str = typer.Option("dev", "--split", help="Validation split name."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: SeedOpt = 0,
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the best setting as a --config TOML table."),
     label: Optional[str] = typer.Option(None, "--label", help="Name of the tuned variant in the TOML (default: the retriever id)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
-    device: Optional[str] = typer.Option(None, "--device"),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    data_dir: DataDirOpt = None,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
 ) -> None:
     """Grid-search retriever parameters on the validation split (never the test split) and write
     the best setting as TOML for `beyondsim run --config`. Grid points are not stored as results."""
@@ -882,7 +824,7 @@ def tune(
 
     try:
         g = parse_grid(list(grid or []))
-        fixed = _key_values(param, strip_values=True)
+        fixed = parse_key_values(param, strip_values=True)
         bname = tuning_split(benchmark, split)
     except ValueError as e:
         fail(str(e))
@@ -896,12 +838,12 @@ def tune(
         try:
             result = grid_search(runner, retriever, bname, g, measure, fixed=fixed, seed=seed,
                                  on_point=lambda p: t.add_row(*[str(v) for v in p.params.values()],
-                                                              _fmt(p.value, measure), f"{p.search_s:.1f}"))
+                                                              format_value(measure, p.value), f"{p.search_s:.1f}"))
         except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
             fail(str(e))
     out.print(t)
     best = ", ".join(f"{k}={v}" for k, v in result.best.params.items())
-    out.print(f"best on {result.benchmark}: {best} ({measure} = {_fmt(result.best.value, measure)})", highlight=False)
+    out.print(f"best on {result.benchmark}: {best} ({measure} = {format_value(measure, result.best.value)})", highlight=False)
     log_dir = settings.home / "tuning"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{retriever}__{result.benchmark.replace('/', '_').replace(':', '_')}.json"
@@ -924,12 +866,12 @@ def sweep(
     grid: list[str] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... or KEY=START:STOP:STEP (repeatable)."),
     param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE held fixed (repeatable)."),
     show: list[str] = typer.Option(None, "--show", "-m", help="Measures to print (default: R@10 and FVR@10)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: SeedOpt = 0,
     k: int = typer.Option(DEFAULT_K, "--k", help="Ranking depth evaluated."),
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the sweep as JSON here."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
-    device: Optional[str] = typer.Option(None, "--device"),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    data_dir: DataDirOpt = None,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
 ) -> None:
     """Score a grid of parameters (CoDeR's appendix F sensitivity heatmaps: alpha × tau, alpha ×
     percentile) and keep every point's measures in the results store's sweep table for the reports.
@@ -938,7 +880,7 @@ def sweep(
 
     try:
         g = parse_grid(list(grid or []))
-        fixed = _key_values(param, strip_values=True)
+        fixed = parse_key_values(param, strip_values=True)
     except ValueError as e:
         fail(str(e))
     shown = list(show or ["R@10", "FVR@10"])
@@ -953,7 +895,7 @@ def sweep(
             try:
                 data = run_sweep(runner, retriever, bname, g, fixed=fixed, seed=seed,
                                  on_point=lambda p: t.add_row(*[str(v) for v in p.params.values()],
-                                                              *[_fmt(p.measures.get(m), m) for m in shown],
+                                                              *[format_value(m, p.measures.get(m)) for m in shown],
                                                               f"{p.search_s:.1f}"))
             except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
                 fail(str(e))
@@ -975,12 +917,12 @@ def breakdown(
     benchmark: str = typer.Argument(..., help="Benchmark name (e.g. negconstraint) or folder path, as given to run."),
     by: Optional[str] = typer.Option(None, "--by", help="Query metadata key to group by (default: the first one stored)."),
     measure: list[str] = typer.Option(None, "--measure", "-m", help="Measures to show (default: the benchmark's defaults)."),
-    retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
+    retriever: RetrieverFilterOpt = None,
     fmt: str = typer.Option("table", "--format", "-f", help="table or json."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    home: HomeOpt = None,
 ) -> None:
     """Per-group means of stored per-query measures (e.g. NegConstraint by query category)."""
-    from .metrics import group_by
+    from .measures import group_by
 
     benchmark = stored_benchmark_name(benchmark)
     with open_store(home) as store:
@@ -1015,7 +957,7 @@ def breakdown(
         cells.setdefault((r["retriever"], r["seed"], r["group"]), {})[r["measure"]] = r
     for (label, seed_, group), ms in cells.items():
         n = max(v["n"] for v in ms.values())
-        t.add_row(label, str(seed_), group, str(n), *[_fmt(ms[m]["mean"], m) if m in ms else "–" for m in measures_shown])
+        t.add_row(label, str(seed_), group, str(n), *[format_value(m, ms[m]["mean"]) if m in ms else "–" for m in measures_shown])
     out.print(t)
 
 
@@ -1024,9 +966,9 @@ def export_cmd(
     path: str = typer.Argument("-", help="Output file (jsonl), directory (trec), or - for stdout (jsonl)."),
     fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl (every result, per-query measures "
                             "included) or trec (one TREC run file per result, for trec_eval/ir_measures)."),
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Only this benchmark (name or folder path, as given to run)."),
-    retriever: Optional[str] = typer.Option(None, "--retriever", "-r"),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    benchmark: BenchmarkFilterOpt = None,
+    retriever: RetrieverFilterOpt = None,
+    home: HomeOpt = None,
 ) -> None:
     """Export stored results: JSON lines (to merge elsewhere with `import`) or TREC run files.
     Every JSON line is checked against the import schema first; a stored value an import would
@@ -1081,9 +1023,10 @@ def import_cmd(
     path: str = typer.Argument(..., help="JSON lines written by `beyondsim export` (- reads stdin)."),
     skip_mismatched: bool = typer.Option(False, "--skip-mismatched", help="Import the results whose benchmark "
                                          "version checks out and list the others (default: refuse the whole file)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Where to load a benchmark this store does not "
-                                            "know yet, to check its version (else BEYONDSIM_DATA, else ../shared/data)."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    data_dir: Annotated[Optional[Path], data_dir_option(
+        "Where to load a benchmark this store does not know yet, to check its version (else BEYONDSIM_DATA, else "
+        "../shared/data).")] = None,
+    home: HomeOpt = None,
 ) -> None:
     """Merge results exported elsewhere, with the drill-down content (query texts, judgments,
     top-10 document snippets) the export carries. Every line is checked against the export schema
@@ -1151,7 +1094,7 @@ def llm_serve(
     model_path: Optional[Path] = typer.Option(None, "--model-path", help="A GGUF file (default: the packaged Gemma-3-270M)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all)."),
     n_ctx: int = typer.Option(4096, "--n-ctx", help="Context window."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    home: HomeOpt = None,
 ) -> None:
     """Serve the embedded LLM (llama.cpp, Gemma-3-270M) until Ctrl-C; point runs at it with
     --llm-base-url http://127.0.0.1:PORT/v1 to share one server between runs."""
@@ -1181,11 +1124,11 @@ def llm_serve(
 @llm_app.command("info")
 def llm_info(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config with an [llm] table."),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url"),
-    llm_model: Optional[str] = typer.Option(None, "--llm-model"),
-    prices: Optional[Path] = typer.Option(None, "--prices"),
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_model: LlmModelOpt = None,
+    prices: PricesOpt = None,
     ping: bool = typer.Option(False, "--ping", help="Send one short request (uncached) and report its latency."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    home: HomeOpt = None,
 ) -> None:
     """The LLM settings a run would use (never the key), its price, and the response cache."""
     from .ledger import Ledger
@@ -1219,10 +1162,10 @@ def train(
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the artifact here (default: "
                                            "$BEYONDSIM_HOME/models/<name>/<config hash>, which retrievers find)."),
     force: bool = typer.Option(False, "--force", help="Retrain even when the artifact exists."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
-    online: bool = typer.Option(False, "--online", help="Allow loaders to fetch missing data."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    data_dir: DataDirOpt = None,
+    online: OnlineOpt = False,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
 ) -> None:
     """Train a model artifact (CoDeR's compatibility encoder) and print where it is and its card."""
     try:
@@ -1230,7 +1173,7 @@ def train(
     except RegistryError as e:
         fail(str(e))
     try:
-        params = _key_values(param, strip_values=False)  # a query prefix keeps its trailing space
+        params = parse_key_values(param, strip_values=False)  # a query prefix keeps its trailing space
     except ValueError as e:
         fail(str(e))
     root = default_data_dir(data_dir)
@@ -1251,7 +1194,9 @@ def train(
         t.add_row(st.get("name", "?"), f"{st.get('triplets', 0):,} triplets, {st.get('steps', 0)} steps, "
                   f"{st.get('wall_s', 0):.0f} s, loss {curve[0] if curve else '-'} → {curve[-1] if curve else '-'}")
     out.print(t)
-    out.print(f"use it: beyondsim run coder-seq -p compat_model={path} -b nevir", highlight=False, soft_wrap=True)
+    for info in artifact_users(name):
+        out.print(f"use it: beyondsim run {info.name} -p {info.name}.{info.artifact_param}={path} -b BENCHMARK",
+                  highlight=False, soft_wrap=True)
 
 
 @list_app.command("trainers")
@@ -1273,6 +1218,26 @@ def list_trainers() -> None:
 def version() -> None:
     """Print the harness version."""
     out.print(__version__)
+
+
+def _failed_command(error: str) -> Callable[[], None]:
+    def command() -> None:
+        fail(error)
+
+    return command
+
+
+def _mount_commands() -> None:
+    """Verbs of installed packages (entry point group ``beyondsim.commands``), each a typer app
+    mounted under its entry point's name; one that fails to load becomes a verb that says why."""
+    for verb, commands, error in command_apps():
+        if commands is None:
+            app.command(verb, help=f"Failed to load: {error}")(_failed_command(error))
+        else:
+            app.add_typer(commands, name=verb)
+
+
+_mount_commands()
 
 
 def main() -> None:  # pragma: no cover

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from .types import Benchmark, Corpus, Query, Run
 
 if TYPE_CHECKING:  # pragma: no cover
     from .encoders import EncoderPool
+    from .leakage import TrainingData
     from .ledger import Ledger
 
 
@@ -68,45 +69,89 @@ class RunContext:
 
 @runtime_checkable
 class Retriever(Protocol):
+    """What every retriever implements: the runner indexes the corpus once, then searches with the
+    benchmark's evaluated queries."""
+
     def index(self, corpus: Corpus, ctx: RunContext) -> None: ...
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run: ...
 
 
+# Optional members, each a named protocol the runner checks with ``isinstance`` (none is required).
+
+
 @runtime_checkable
 class Trainable(Protocol):
+    """Learns from the benchmark's ``:train`` split: the runner calls ``fit`` before ``index``, timed
+    as the "fit" phase, with the train split (never the scored one) and the ``:dev`` split as
+    ``ctx.validation`` when there is one."""
+
     def fit(self, benchmark: Benchmark, ctx: RunContext) -> None: ...
 
 
-# Optional members the runner calls when a retriever has them (none is required):
-#   prepare(ctx) -> None              before index, timed as the "fit" phase: build or load a trained
-#                                     artifact that does not come from the benchmark's own train split
-#                                     (CoDeR's compatibility encoder)
-#   training_data(ctx) -> harness.leakage.TrainingData
-#                                     what the model was trained on; the runner refuses to score the
-#                                     retriever on a benchmark that shares a split, an id or a text
-#   result_extra() -> dict            after search: JSON-able facts kept in the result's
-#                                     extra["retriever"] (fit history, resolved defaults, artifact card)
-#   analyse(benchmark, ctx) -> dict   after evaluation, with the judgments: JSON-able analysis kept in
-#                                     extra["analysis"] (CoDeR's score separation); never changes rankings
-#   score(queries, doc_ids, ctx) -> {qid: {doc id: score}}
-#                                     after search, on a benchmark with pairs (NevIR): the two documents of
-#                                     each pair scored directly for PairAcc, on the scale of search's
-#                                     scores. Without it the runner ranks the corpus in full for the
-#                                     queries whose pair documents fall below the ranking depth
+@runtime_checkable
+class Preparable(Protocol):
+    """Builds or loads a trained artifact that does not come from the benchmark's own train split
+    (CoDeR's compatibility encoder): the runner calls ``prepare`` first, before ``index``, timed as
+    the "fit" phase."""
+
+    def prepare(self, ctx: RunContext) -> None: ...
+
+
+@runtime_checkable
+class DeclaresTrainingData(Protocol):
+    """Says what its model was trained on: the runner calls ``training_data`` after ``prepare`` and
+    refuses to score the retriever on a benchmark that shares a split, an id or a text with it
+    (:func:`harness.leakage.check_unseen`); ``None`` declares nothing."""
+
+    def training_data(self, ctx: RunContext) -> "TrainingData | None": ...
+
+
+@runtime_checkable
+class HasResultExtra(Protocol):
+    """Reports facts about the run: the runner calls ``result_extra`` after search and keeps the
+    JSON-able dict in the result's ``extra["retriever"]`` (fit history, resolved defaults, an
+    artifact's card)."""
+
+    def result_extra(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Analysable(Protocol):
+    """Analyses its rankings with the judgments: the runner calls ``analyse`` after evaluation and
+    keeps the JSON-able dict in ``extra["analysis"]`` (CoDeR's score separation); it never changes a
+    ranking, and tuning and sweeps skip it."""
+
+    def analyse(self, benchmark: Benchmark, ctx: RunContext) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores given documents directly: on a benchmark with pairs (NevIR) the runner calls ``score``
+    after search with each query's two pair documents, for PairAcc, and expects
+    ``{qid: {doc id: score}}`` on the scale of ``search``'s scores. Without it the runner ranks the
+    whole corpus for the queries whose pair documents fall below the ranking depth."""
+
+    def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
+              ctx: RunContext) -> dict[str, dict[str, float]]: ...
+
+
+OPTIONAL_PROTOCOLS: tuple[type, ...] = (Trainable, Preparable, DeclaresTrainingData, HasResultExtra, Analysable,
+                                        Scorer)
+
+
+def _calls(protocol: type) -> list[tuple[str, tuple[str, ...]]]:
+    """``(name, parameters after self)`` of each member ``protocol`` declares."""
+    import inspect
+
+    return [(name, tuple(inspect.signature(member).parameters)[1:]) for name, member in vars(protocol).items()
+            if inspect.isfunction(member) and not name.startswith("_")]
 
 
 # (name, parameters after self, required): the calls the runner makes, with their positional arguments
-PROTOCOL_MEMBERS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
-    ("index", ("corpus", "ctx"), True),
-    ("search", ("queries", "k", "ctx"), True),
-    ("fit", ("benchmark", "ctx"), False),
-    ("prepare", ("ctx",), False),
-    ("training_data", ("ctx",), False),
-    ("result_extra", (), False),
-    ("analyse", ("benchmark", "ctx"), False),
-    ("score", ("queries", "doc_ids", "ctx"), False),
-)
+PROTOCOL_MEMBERS: tuple[tuple[str, tuple[str, ...], bool], ...] = tuple(
+    (name, params, protocol is Retriever)
+    for protocol in (Retriever, *OPTIONAL_PROTOCOLS) for name, params in _calls(protocol))
 
 
 def _arity_problem(cls: type, name: str, params: tuple[str, ...]) -> str | None:

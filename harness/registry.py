@@ -6,7 +6,8 @@ packages use too, through classes registered in-process with :func:`register`, o
 explicit ``module:Class`` spec that the user names.
 
 Retrievers declare their parameters as a frozen dataclass; unknown keys fail loudly and the spec
-hash (name + canonical JSON of every parameter, defaults included) is stable.
+hash (name + canonical JSON of every parameter, defaults included) is stable. They declare their
+metadata (description, family, paper, LLM use, training data) once, in :func:`register`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 RETRIEVER_GROUP = "beyondsim.retrievers"
 BENCHMARK_GROUP = "beyondsim.benchmarks"
@@ -29,6 +30,7 @@ SUITE_GROUP = "beyondsim.suites"
 BUILDER_GROUP = "beyondsim.builders"  # diagnostic-set builders: callable(corpus, *, seed, max_queries, source)
 TRAINER_GROUP = "beyondsim.trainers"  # `beyondsim train NAME`: an object with Params, description and train(...)
 MANIFEST_GROUP = "beyondsim.manifests"  # paths of JSON files with the expected checksums and counts
+COMMAND_GROUP = "beyondsim.commands"  # more `beyondsim` verbs: a typer app, mounted under the entry point name
 FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
 
 _retrievers: dict[str, type] = {}
@@ -77,8 +79,36 @@ class NoParams:
     """Parameters of a retriever that takes none."""
 
 
-def register(name: str, params: type | None = None) -> Callable[[type], type]:
-    """Class decorator: ``@register("coder-union", params=CoderParams)``."""
+@dataclass(frozen=True)
+class RetrieverInfo:
+    """What a retriever declares about itself, once, with :func:`register`: ``beyondsim list
+    retrievers`` shows it and the runner reads it (an LLM retriever's result key names the model)."""
+
+    name: str
+    description: str = ""  # one line
+    family: str = ""  # the kind of method: "lexical", "dense", "decoding", "LLM expansion", ...
+    reference: str = ""  # the paper: authors, year and an arXiv id or DOI
+    uses_llm: bool | Callable[[Any], bool] = False  # or a function of the params object
+    trains_on: str = ""  # what its model learns from; "" when nothing is trained
+    trainer: str = ""  # the `beyondsim train` NAME whose artifact it loads ...
+    artifact_param: str = ""  # ... through this parameter (the artifact's path)
+
+    def calls_llm(self, params: Any) -> bool:
+        """Whether a retriever with ``params`` calls an LLM."""
+        return bool(self.uses_llm(params) if callable(self.uses_llm) else self.uses_llm)
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().split("\n", 1)[0].strip()
+
+
+def register(name: str, params: type | None = None, *, description: str = "", family: str = "",
+             reference: str = "", uses_llm: bool | Callable[[Any], bool] | None = None, trains_on: str = "",
+             trainer: str = "", artifact_param: str = "") -> Callable[[type], type]:
+    """Class decorator that registers a retriever and declares its metadata once:
+    ``@register("coder-union", params=CoderUnionParams, family=..., reference=..., trains_on=...)``.
+    The description defaults to the first line of the class docstring; ``uses_llm`` to the class
+    attribute of that name (a bool, or a function of the params object), else ``False``."""
 
     def deco(cls: type) -> type:
         p = params or getattr(cls, "Params", None) or NoParams
@@ -86,10 +116,23 @@ def register(name: str, params: type | None = None) -> Callable[[type], type]:
             raise TypeError(f"{cls.__name__}: params must be a dataclass, got {p!r}")
         cls.Params = p
         cls.retriever_name = name
+        cls.retriever_info = RetrieverInfo(
+            name, description or _first_line(cls.__doc__), family, reference,
+            getattr(cls, "uses_llm", False) if uses_llm is None else uses_llm, trains_on, trainer, artifact_param)
         _retrievers[name] = cls
         return cls
 
     return deco
+
+
+def retriever_info(cls: type) -> RetrieverInfo:
+    """The metadata ``cls`` registered with; for a class that did not register (a ``module:Class``
+    or an entry point of a user package), what its docstring and a ``uses_llm`` attribute say."""
+    info = vars(cls).get("retriever_info")
+    if isinstance(info, RetrieverInfo):
+        return info
+    return RetrieverInfo(f"{cls.__module__}:{cls.__qualname__}", _first_line(cls.__doc__),
+                         uses_llm=getattr(cls, "uses_llm", False))
 
 
 def register_benchmark(name: str) -> Callable[[type], type]:
@@ -204,6 +247,18 @@ def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "
     check_label(label or name, "retriever label" if label else "retriever name")
     p = build_params(params_class(get_retriever_class(name)), params or {}, f"retriever {name!r}", name)
     return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
+
+
+def parse_key_values(items: Iterable[str] | None, *, strip_values: bool) -> dict[str, str]:
+    """``KEY=VALUE`` parameters (``-p``, no retriever prefix) as a dict, for :func:`build_params`; a
+    malformed one is a ValueError."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
+        out[k.strip()] = v.strip() if strip_values else v
+    return out
 
 
 def build_params(pcls: type, given: Mapping[str, Any], owner: str, prefix: str) -> Any:
@@ -342,6 +397,32 @@ def trainer_names() -> list[str]:
 
 def get_trainer(name: str) -> Any:
     return _load_named(TRAINER_GROUP, "trainer", name)
+
+
+def artifact_users(trainer: str) -> list[RetrieverInfo]:
+    """The registered retrievers that load artifacts of ``beyondsim train TRAINER`` (their declared
+    ``trainer``); one that fails to load is left out."""
+    users = []
+    for name in retriever_names():
+        try:
+            info = retriever_info(get_retriever_class(name))
+        except RegistryError:
+            continue
+        if info.trainer == trainer:
+            users.append(info)
+    return users
+
+
+def command_apps() -> list[tuple[str, Any, str]]:
+    """``(verb, typer app or None, load error)`` for every entry point of group
+    ``beyondsim.commands``; one that fails to import is reported, not raised."""
+    rows: list[tuple[str, Any, str]] = []
+    for name, ep in sorted(_entry_points(COMMAND_GROUP).items()):
+        try:
+            rows.append((name, ep.load(), ""))
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not take the other verbs down
+            rows.append((name, None, f"command {name!r}: entry point {ep.value!r} failed to load: {e}"))
+    return rows
 
 
 def manifest_paths() -> list[Path]:

@@ -8,12 +8,7 @@ and a rerun resumes where it stopped.
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata as md
-import platform
 import random
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -24,23 +19,19 @@ from . import __version__ as HARNESS_VERSION
 from .data import DataError, default_data_dir
 from .encoders import EncoderPool, default_device
 from .leakage import check_unseen
-from .ledger import Ledger, PhaseTime
+from .ledger import RESULT_RUN_KEY, Ledger, PhaseTime, RunTag
 from .llm import BudgetExceeded, LLMClient, LLMSettings
-from .metrics import evaluate, pair_documents, parse_measure
-from .protocols import NullProgress, Progress, RunContext, Trainable, missing_protocol_members
-from .registry import RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate
+from .measures import TASK_DEFAULTS, evaluate, pair_documents, parse_measure
+from .protocols import (Analysable, DeclaresTrainingData, HasResultExtra, NullProgress, Preparable, Progress,
+                        RunContext, Scorer, Trainable, missing_protocol_members)
+from .provenance import environment, provenance
+from .registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
+                       retriever_info)
 from .stats import bootstrap_ci
 from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from .types import Benchmark, Query, Run
 
 DEFAULT_K = 100
-# Measures computed for every result of a task family, beside the benchmark's defaults.
-TASK_MEASURES: dict[str, tuple[str, ...]] = {
-    "constraint": tuple(f"V@{k}" for k in range(1, 11)) + ("FVR@10", "nDCG@10", "MAP@10", "R@1", "R@5",
-                                                         "R@10", "R@100"),
-    "topical": ("nDCG@10", "MAP@10", "R@10", "R@100", "P@1", "RR@10"),
-    "completeness": ("Comp@3", "Comp@5", "Comp@10", "R@3", "R@5", "R@10", "nDCG@10"),
-}
 
 
 @dataclass
@@ -84,169 +75,14 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def _pkg_version(name: str) -> str | None:
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        return None
-
-
-def environment(device: str) -> dict[str, Any]:
-    """Where a result was computed: Python, platform, the harness and library versions, the device
-    and, on CUDA, the GPU's name and torch's CUDA version."""
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "device": device,
-        "harness": HARNESS_VERSION,
-    }
-    for pkg in ("torch", "numpy", "faiss-cpu", "bm25s", "sentence-transformers", "transformers",
-                "pytrec-eval-terrier"):
-        v = _pkg_version(pkg)
-        if v:
-            env[pkg] = v
-    if device.startswith("cuda"):
-        try:
-            import torch
-
-            index = int(device.partition(":")[2] or torch.cuda.current_device())
-            env["gpu"] = torch.cuda.get_device_name(index)
-            env["cuda"] = torch.version.cuda
-        except Exception:  # noqa: BLE001 - a result without a GPU name is still a result
-            pass
-    return env
-
-
-def _entry_point_target(value: str) -> str:
-    """``module:Attr`` of an entry point value, without extras (``module:Attr [extra]``) or spaces."""
-    return value.split("[", 1)[0].replace(" ", "")
-
-
-def _editable_root(dist: md.Distribution) -> Path | None:
-    """The project folder of an editable (``pip install -e``) install, from its direct_url.json."""
-    import json
-    from urllib.parse import unquote, urlparse
-
-    try:
-        info = json.loads(dist.read_text("direct_url.json") or "{}")
-    except (ValueError, OSError):
-        return None
-    url = info.get("url", "")
-    if not info.get("dir_info", {}).get("editable") or not url.startswith("file:"):
-        return None
-    return Path(unquote(urlparse(url).path))
-
-
-def _provides(dist: md.Distribution, module: str, src: Path | None) -> bool:
-    """Whether ``dist`` installed the file ``src`` of ``module`` (a listed file, or a file under the
-    project folder of an editable install: a single-file module, a package, a ``src/`` layout)."""
-    if src is None:
-        return False
-    root = _editable_root(dist)
-    if root is not None and src.is_relative_to(root.resolve()):
-        return True
-    rel = module.replace(".", "/")
-    wanted = {f"{rel}.py", f"{rel}/__init__.py"}
-    for f in dist.files or ():
-        if str(f) in wanted:
-            try:
-                if Path(str(f.locate())).resolve() == src:
-                    return True
-            except OSError:
-                continue
-    return False
-
-
-def _distribution_of(module: str, src: Path | None, entry_points: list[Any]) -> md.Distribution | None:
-    """The installed distribution that provides ``module`` (its top-level name in the installed
-    packages' metadata; else an editable install whose project folder holds the source; else the
-    distribution declaring the entry point)."""
-    top = module.split(".")[0]
-    candidates = []
-    for name in md.packages_distributions().get(top, []):
-        try:
-            candidates.append(md.distribution(name))
-        except md.PackageNotFoundError:
-            continue
-    if len(candidates) > 1:
-        exact = [d for d in candidates if _provides(d, module, src)]
-        candidates = exact or candidates
-    if candidates:
-        return candidates[0]
-    if src is not None and not src.is_relative_to(Path(sys.prefix).resolve()):
-        for dist in md.distributions():
-            root = _editable_root(dist)
-            if root is not None and src.is_relative_to(root.resolve()):
-                return dist
-    for dist in md.distributions() if src is not None else ():
-        if _provides(dist, module, src):
-            return dist
-    for ep in entry_points:
-        if getattr(ep, "dist", None) is not None:
-            return ep.dist
-    return None
-
-
-def _git_state(folder: Path) -> dict[str, Any]:
-    """Commit and dirty flag of the git checkout holding ``folder``; empty outside one."""
-    try:
-        commit = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"],
-                                capture_output=True, text=True, timeout=10)
-        if commit.returncode != 0:
-            return {}
-        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain"],
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    out: dict[str, Any] = {"git_commit": commit.stdout.strip()}
-    if dirty.returncode == 0:
-        out["git_dirty"] = bool(dirty.stdout.strip())
-    return out
-
-
-@functools.cache
-def provenance(cls: type) -> dict[str, Any]:
-    """Where a retriever class comes from (once per class): ``class`` (module:Class); the
-    ``entry_point`` of group ``beyondsim.retrievers`` that names it (``entry_points`` when several
-    do); the ``package`` and ``package_version`` of the installed distribution that provides its
-    module, ``editable`` when that is a ``pip install -e``; and ``git_commit`` / ``git_dirty`` when
-    its source lives in a git checkout."""
-    from .registry import RETRIEVER_GROUP
-
-    module = getattr(cls, "__module__", "")
-    target = f"{module}:{cls.__qualname__}"
-    out: dict[str, Any] = {"class": target}
-    eps = [ep for ep in md.entry_points(group=RETRIEVER_GROUP) if _entry_point_target(ep.value) == target]
-    names = sorted({ep.name for ep in eps})
-    if len(names) == 1:
-        out["entry_point"] = names[0]
-    elif names:
-        out["entry_points"] = names
-    file = getattr(sys.modules.get(module), "__file__", None)
-    src = Path(file).resolve() if file else None
-    dist = _distribution_of(module, src, eps)
-    if dist is not None:
-        out["package"] = dist.metadata["Name"]
-        out["package_version"] = dist.version
-        if _editable_root(dist) is not None:
-            out["editable"] = True
-    if src is not None:
-        out.update(_git_state(src.parent))
-    return out
-
-
 def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
     """The measures a result on ``bench`` gets: its defaults and its task's (those the benchmark
     cannot support are left out), plus ``extra``, where one that cannot be computed is an error."""
     names: list[str] = []
-    has_viol = any(bench.judgments.violating.values())
+    has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
     requested = set(extra)
-    for m in (*bench.default_measures, *TASK_MEASURES.get(bench.task, ()), *extra):
-        pm = parse_measure(m)
-        why = ("it has no violating documents (see the README on constraint benchmarks)"
-               if pm.base in ("V", "FVR") and not has_viol else
-               "it has no query pairs" if pm.base == "PairAcc" and not bench.pairs else "")
+    for m in (*bench.default_measures, *TASK_DEFAULTS.get(bench.task, ()), *extra):
+        why = parse_measure(m).unsupported(has_viol, has_pairs)
         if why:
             if m in requested:
                 raise ValueError(f"measure {m} cannot be computed on {bench.name}: {why}")
@@ -343,12 +179,10 @@ class Runner:
         return dev
 
     def uses_llm(self, spec: RetrieverSpec) -> bool:
-        """Whether the retriever calls an LLM: a class attribute ``uses_llm``, either a bool or a
-        function of the params object (``deo`` calls one only with the LLM decomposer)."""
-        flag = getattr(get_retriever_class(spec.name), "uses_llm", False)
-        if callable(flag):
-            return bool(flag(instantiate(spec).params))
-        return bool(flag)
+        """Whether the retriever calls an LLM, as its registered metadata declares (a flag, or a
+        function of the params object when only some settings call one)."""
+        cls = get_retriever_class(spec.name)
+        return retriever_info(cls).calls_llm(params_class(cls)(**spec.params))
 
     def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
         """The result key; an LLM retriever's includes the model, so the same method run with another
@@ -414,7 +248,7 @@ class Runner:
         ranking of the whole corpus for the queries whose pair documents are not all in ``run``."""
         wanted = pair_documents(bench.pairs or ())
         asked = [q for q in queries if q.id in wanted]
-        if callable(getattr(retriever, "score", None)):
+        if isinstance(retriever, Scorer):
             return retriever.score(asked, {q.id: sorted(wanted[q.id]) for q in asked}, ctx)
         short = [q for q in asked if not wanted[q.id] <= {d for d, _ in run.get(q.id, ())}]
         full = retriever.search(short, len(bench.corpus), ctx) if short else Run()
@@ -423,7 +257,11 @@ class Runner:
     def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
                 analyse: bool = True) -> ResultRecord:
         seed_everything(seed)
-        ledger = Ledger()
+        key = self.key(spec, bench, seed)
+        # the tag goes into the journal with each billed LLM call, and its id into the stored result
+        tag = RunTag.new(result_key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
+                         benchmark=bench.name, seed=seed)
+        ledger = Ledger(run=tag)
         ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
         uses_llm = self.uses_llm(spec)
         ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
@@ -432,14 +270,14 @@ class Runner:
                          data_dir=self.data_dir, online=self.s.online, log=self.log)
         retriever = instantiate(spec)
         queries = bench.eval_queries
-        if callable(getattr(retriever, "prepare", None)):
+        if isinstance(retriever, Preparable):
             with ledger.phase("fit"):
                 retriever.prepare(ctx)
-        if callable(getattr(retriever, "training_data", None)):
+        if isinstance(retriever, DeclaresTrainingData):
             seen = retriever.training_data(ctx)
             if seen is not None:
                 check_unseen(seen, bench, spec.display)
-        if isinstance(retriever, Trainable) and callable(getattr(retriever, "fit", None)):
+        if isinstance(retriever, Trainable):
             train = self.train_benchmark(bench)
             ctx.validation = self.validation_benchmark(bench)
             with ledger.phase("fit", items=len(train.eval_queries)):
@@ -471,13 +309,13 @@ class Runner:
                           else (None, None))
                 mvals[m] = MeasureValue(ev.means[m], ev.counts[m], lo, hi)
         extra: dict[str, Any] = {}
-        if callable(getattr(retriever, "result_extra", None)):
+        if isinstance(retriever, HasResultExtra):
             extra["retriever"] = retriever.result_extra()
-        if analyse and callable(getattr(retriever, "analyse", None)):
+        if analyse and isinstance(retriever, Analysable):
             extra["analysis"] = retriever.analyse(bench, ctx)
         cls = get_retriever_class(spec.name)
         return ResultRecord(
-            key=self.key(spec, bench, seed), retriever=spec.name, label=spec.display, spec_hash=spec.hash,
+            key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
             spec={"retriever": spec.name, "params": dict(spec.params)}, benchmark=bench.name,
             benchmark_version=bench.version, seed=seed, k=self.s.k, harness_version=HARNESS_VERSION,
             n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
@@ -486,5 +324,5 @@ class Runner:
             environment=self.environment, provenance=provenance(cls),
             extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
                    **({"empty_rankings": empty} if empty else {}),
-                   **({"llm": self.llm.describe()} if uses_llm else {}), **extra},
+                   **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}), **extra},
         )

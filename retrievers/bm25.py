@@ -37,7 +37,9 @@ class BM25Params:
             raise ValueError("need k1 ≥ 0 and 0 ≤ b ≤ 1")
 
 
-@register("bm25", params=BM25Params)
+@register("bm25", params=BM25Params, family="lexical",
+          description="BM25 over bm25s (Lucene variant by default), English stopwords, optional stemming",
+          reference="Robertson & Zaragoza 2009; bm25s: Lù 2024, arXiv:2407.03618")
 class BM25Retriever:
     def __init__(self, params: BM25Params | None = None):
         self.params = params or BM25Params()

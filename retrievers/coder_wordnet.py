@@ -16,9 +16,10 @@ This module regenerates all of it from WordNet 3.0:
 * :func:`synonym_pairs` — for each synset, every ordered pair of distinct (normalised) lemma
   names; deduplicated, sorted.
 * :func:`build_stage1_triplets` — the (train, val) triplets.
-* :func:`write_jsonl` (atomic) and :func:`read_triplets` (strict) for the files, and a CLI::
+* :func:`write_jsonl` (atomic) and :func:`read_triplets` (strict) for the files, and
+  :func:`build_stage1_files` behind the command::
 
-      python -m retrievers.coder_wordnet --out DIR [--nltk-data PATH] [--download] [--seed 42]
+      beyondsim coder wordnet --out DIR [--nltk-data PATH] [--download] [--seed 42]
 
   writing ``DIR/{ant_pairs,syn_pairs,stage1_lexical_train_triplets,
   stage1_lexical_val_triplets}.jsonl``.
@@ -68,11 +69,9 @@ the upstream caps):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import sys
 import tempfile
 import warnings
 from collections import defaultdict
@@ -351,58 +350,24 @@ def read_triplets(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-# --------------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------------
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m retrievers.coder_wordnet",
-        description="Build CoDeR's stage-1 word-level triplets (synonym positive, antonym hard "
-                    "negative) from WordNet.",
-    )
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--nltk-data", type=Path, default=None,
-                        help="folder holding corpora/wordnet, or nltk_data-wordnet.tar.gz")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="where a --nltk-data tarball is extracted (default $BEYONDSIM_HOME/nltk_data)")
-    parser.add_argument("--download", action="store_true", help="nltk.download('wordnet') if not found")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--val-ratio", type=float, default=0.1)
-    parser.add_argument("--max-pos-per-anchor", type=int, default=10)
-    parser.add_argument("--max-neg-per-anchor", type=int, default=10)
-    parser.add_argument("--max-triplets-per-anchor", type=int, default=20)
-    args = parser.parse_args(argv)
-
-    try:
-        wn = load_wordnet(args.nltk_data, download=args.download, cache_dir=args.cache_dir)
-    except WordNetUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def build_stage1_files(out: Path, *, nltk_data: Path | None = None, cache_dir: Path | None = None,
+                       download: bool = False, seed: int = 42, val_ratio: float = 0.1, max_pos_per_anchor: int = 10,
+                       max_neg_per_anchor: int = 10, max_triplets_per_anchor: int = 20) -> dict[str, int]:
+    """``beyondsim coder wordnet``: the antonym and synonym pairs and the train/val triplets, from
+    WordNet, written to ``out`` (:data:`ANT_FILE`, :data:`SYN_FILE`, :data:`TRAIN_FILE`,
+    :data:`VAL_FILE`); their counts. :class:`WordNetUnavailable` or ``ValueError`` before anything
+    is written."""
+    wn = load_wordnet(nltk_data, download=download, cache_dir=cache_dir)
     ants = antonym_pairs(wn)
     syns = synonym_pairs(wn)
-    try:
-        train, val = build_stage1_triplets(
-            syns, ants, seed=args.seed, val_ratio=args.val_ratio,
-            max_pos_per_anchor=args.max_pos_per_anchor, max_neg_per_anchor=args.max_neg_per_anchor,
-            max_triplets_per_anchor=args.max_triplets_per_anchor,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    out: Path = args.out
+    train, val = build_stage1_triplets(
+        syns, ants, seed=seed, val_ratio=val_ratio, max_pos_per_anchor=max_pos_per_anchor,
+        max_neg_per_anchor=max_neg_per_anchor, max_triplets_per_anchor=max_triplets_per_anchor,
+    )
     write_jsonl(out / ANT_FILE, ({"w1": a, "w2": b} for a, b in ants))
     write_jsonl(out / SYN_FILE, ({"w1": a, "w2": b} for a, b in syns))
     write_jsonl(out / TRAIN_FILE, train)
     write_jsonl(out / VAL_FILE, val)
-    n_train_anchors = len({t["query"] for t in train})
-    n_val_anchors = len({t["query"] for t in val})
-    print(f"antonym pairs:  {len(ants):>8,}  -> {out / ANT_FILE}")
-    print(f"synonym pairs:  {len(syns):>8,}  -> {out / SYN_FILE}")
-    print(f"train triplets: {len(train):>8,}  ({n_train_anchors:,} anchors) -> {out / TRAIN_FILE}")
-    print(f"val triplets:   {len(val):>8,}  ({n_val_anchors:,} anchors) -> {out / VAL_FILE}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    return {"antonym_pairs": len(ants), "synonym_pairs": len(syns), "train_triplets": len(train),
+            "train_anchors": len({t["query"] for t in train}), "val_triplets": len(val),
+            "val_anchors": len({t["query"] for t in val})}

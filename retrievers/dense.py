@@ -30,7 +30,9 @@ class DenseParams:
     max_length: int | None = None
 
 
-@register("dense", params=DenseParams)
+@register("dense", params=DenseParams, family="dense",
+          description="A sentence-transformers encoder and exact inner-product search (faiss)",
+          reference="Reimers & Gurevych 2019, arXiv:1908.10084")
 class DenseRetriever:
     def __init__(self, params: DenseParams | None = None):
         self.params = params or DenseParams()

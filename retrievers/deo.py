@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 import numpy as np
 import torch
@@ -42,7 +42,7 @@ from harness.encoders import DEFAULT_ENCODER
 from harness.llm import ChatRequest, LLMClient, extract_json_object
 from harness.protocols import RunContext
 from harness.registry import register
-from harness.types import Query
+from harness.types import Benchmark, Query
 
 from .decompose import Decomposition, clean_decomposition, rules_decompose
 from .dense import DenseParams, DenseRetriever
@@ -196,7 +196,9 @@ def optimise_embeddings(e0: np.ndarray, positives: Sequence[np.ndarray], negativ
     return E.detach().cpu().numpy().astype(np.float32), history
 
 
-@register("deo", params=DeoParams)
+@register("deo", params=DeoParams, family="embedding optimisation", uses_llm=lambda p: p.decomposer == "llm",
+          description="The query embedding optimised towards LLM-written positive and away from negative sub-queries",
+          reference="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
 class DEO(DenseRetriever):
     """DEO with LLM decomposition (``decomposer="rules"`` switches to the rule-based splitter)."""
 
@@ -282,7 +284,10 @@ class DEO(DenseRetriever):
         return [{"query_id": qid, **d.to_dict()} for qid, d in self.last_decompositions.items()]
 
 
-@register("deo-rules", params=DeoRulesParams)
+@register("deo-rules", params=DeoRulesParams, family="embedding optimisation",
+          uses_llm=lambda p: p.decomposer == "llm",
+          description="DEO with a rule-based decomposer for explicit negation and exclusion cues: no LLM call",
+          reference="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
 class DEORules(DEO):
     """DEO with the rule-based decomposer: no LLM call, zero API cost."""
 
@@ -306,49 +311,21 @@ def compare_decomposers(queries: Sequence[Query], ctx: RunContext, params: DeoPa
     return {"summary": summary, "queries": rows}
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
-    """``python -m retrievers.deo agreement -b nevir [--max-queries N] [--llm-base-url URL --llm-model M]``:
-    agreement of ``deo-rules`` with the LLM decomposition, through the run's LLM cache."""
-    import argparse
-
-    from harness.data import default_data_dir, default_home
+def decomposer_agreement(benchmarks: Sequence[Benchmark], llm: LLMClient, params: DeoParams | None = None,
+                         rows: IO[str] | None = None) -> dict[str, Any]:
+    """``beyondsim deo agreement``: per benchmark, the agreement of ``deo-rules`` with the LLM
+    decomposition of its evaluated queries (:func:`compare_decomposers`, through the shared LLM
+    cache) and the LLM calls that took; each query's row goes to ``rows`` as a JSON line."""
     from harness.ledger import Ledger, call_totals
-    from harness.llm import LLMClient, LLMSettings
-    from harness.registry import load_benchmark
 
-    ap = argparse.ArgumentParser(prog="python -m retrievers.deo")
-    ap.add_argument("command", choices=["agreement"])
-    ap.add_argument("-b", "--benchmark", action="append", required=True)
-    ap.add_argument("--max-queries", type=int, default=None)
-    ap.add_argument("--max-tokens", type=int, default=DeoParams.max_tokens)
-    ap.add_argument("--json-schema", default="auto", choices=["auto", "on", "off"])
-    ap.add_argument("--llm-base-url", default=None)
-    ap.add_argument("--llm-model", default=None)
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--rows", help="write per-query rows (JSON lines) here")
-    a = ap.parse_args(argv)
-    home = default_home(None)
-    settings = LLMSettings.resolve({}, base_url=a.llm_base_url, model=a.llm_model)
     out: dict[str, Any] = {}
-    rows_f = open(a.rows, "w", encoding="utf-8") if a.rows else None
-    with LLMClient(settings, cache_path=home / "cache" / "llm.sqlite") as llm:
-        for name in a.benchmark:
-            bench = load_benchmark(name, default_data_dir(a.data_dir))
-            if a.max_queries:
-                bench = bench.head(a.max_queries)
-            ledger = Ledger()
-            ctx = RunContext(llm=llm, ledger=ledger, benchmark_name=bench.name)
-            res = compare_decomposers(bench.eval_queries, ctx, DeoParams(max_tokens=a.max_tokens, json_schema=a.json_schema))
-            res["summary"]["llm"] = call_totals([vars(c) for c in ledger.llm_calls])
-            out[bench.name] = res["summary"]
-            if rows_f:
-                for r in res["queries"]:
-                    rows_f.write(json.dumps({"benchmark": bench.name, **r}, ensure_ascii=False) + "\n")
-    if rows_f:
-        rows_f.close()
-    print(json.dumps(out, indent=2, default=str))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(_main())
+    for bench in benchmarks:
+        ledger = Ledger()
+        ctx = RunContext(llm=llm, ledger=ledger, benchmark_name=bench.name)
+        res = compare_decomposers(bench.eval_queries, ctx, params)
+        res["summary"]["llm"] = call_totals([vars(c) for c in ledger.llm_calls])
+        out[bench.name] = res["summary"]
+        if rows is not None:
+            for r in res["queries"]:
+                rows.write(json.dumps({"benchmark": bench.name, **r}, ensure_ascii=False) + "\n")
+    return out

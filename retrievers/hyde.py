@@ -82,7 +82,9 @@ def prompt_for(params: HydeParams, benchmark: str) -> str:
     return PROMPTS["web search"]
 
 
-@register("hyde", params=HydeParams)
+@register("hyde", params=HydeParams, family="LLM expansion", uses_llm=True,
+          description="Search by the mean embedding of the query and LLM-written passages that answer it",
+          reference="Gao, Ma, Lin & Callan, ACL 2023, arXiv:2212.10496")
 class HyDE(DenseRetriever):
     uses_llm = True
 

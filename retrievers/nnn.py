@@ -232,17 +232,23 @@ class _NNNBase(_EmbeddingRetriever):
         return _ranked_lists(qids, self._doc_ids, support, dense_idx, min(k, n))
 
 
-@register("nnn-fix", params=NNNParams)
+@register("nnn-fix", params=NNNParams, family="decoding",
+          description="NNN decoding: a non-negative elastic net of frozen document embeddings reconstructs the query",
+          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class NNNFix(_NNNBase):
     """NNN decoding on frozen dense embeddings (λ1, λ2 > 0)."""
 
 
-@register("l1-fix", params=L1Params)
+@register("l1-fix", params=L1Params, family="decoding",
+          description="NNN decoding with λ2 = 0 (non-negative lasso) on frozen embeddings",
+          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class L1Fix(_NNNBase):
     """NNN decoding with λ2 = 0 (non-negative lasso)."""
 
 
-@register("l2-fix", params=L2Params)
+@register("l2-fix", params=L2Params, family="decoding",
+          description="NNN decoding with λ1 = 0 (non-negative ridge) on frozen embeddings",
+          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class L2Fix(_NNNBase):
     """NNN decoding with λ1 = 0 (non-negative ridge); no screening (the support is not small)."""
 
@@ -290,7 +296,9 @@ def mmr_select(rel: Any, sim: Any, lam: float, k: int) -> np.ndarray:
     return out.numpy()
 
 
-@register("mmr", params=MMRParams)
+@register("mmr", params=MMRParams, family="diversification",
+          description="Maximal marginal relevance re-ranking of the dense top candidates",
+          reference="Carbonell & Goldstein, SIGIR 1998")
 class MMR(_EmbeddingRetriever):
     """Maximal Marginal Relevance re-ranking of the dense top candidates."""
 

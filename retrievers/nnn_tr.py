@@ -258,7 +258,10 @@ def _same_corpus(a: Corpus, b: Corpus) -> bool:
     return len(a) == len(b) and all(x.id == y.id and x.full_text == y.full_text for x, y in zip(a, b))
 
 
-@register("nnn-tr", params=NNNTrParams)
+@register("nnn-tr", params=NNNTrParams, family="decoding",
+          description="NNN decoding with a query encoder and corpus adapter trained through unrolled FISTA",
+          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)",
+          trains_on="the benchmark's train split, early-stopped on its dev split")
 class NNNTr(NNNFix):
     """NNN decoding with a trained model: fine-tuned query encoder + corpus adapter ("paper") or a
     query adapter on the frozen encoder ("query-adapter"); trained by ``fit``."""

@@ -144,6 +144,8 @@ def test_clear_errors(dataset: Path, home: Path, tmp_path: Path) -> None:
 def test_list_commands(home: Path) -> None:
     res = invoke("list", "retrievers")
     assert res.exit_code == 0 and "bm25" in res.stdout and "dense" in res.stdout
+    assert "lexical" in res.stdout and "Robertson" in res.stdout  # the declared family and paper
+    assert "retrievers.bm25:BM25Retriever" in res.stdout
     res = invoke("list", "suites")
     assert res.exit_code == 0 and "demo" in res.stdout
     res = invoke("list", "benchmarks")

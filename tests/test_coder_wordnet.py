@@ -1,7 +1,7 @@
 """CoDeR stage-1 lexical triplets from WordNet: loading WordNet offline (tarball, folder, missing,
 download), the antonym / synonym pairs against the released ``ant_pairs.jsonl``, the triplet
 build against the released ``stage1_lexical_train_triplets.jsonl`` (exact reproduction), its
-invariants, caps, split and determinism, the JSONL files and the CLI."""
+invariants, caps, split and determinism, the JSONL files and the command (`beyondsim coder wordnet`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 
 import nltk
 import pytest
+from typer.testing import CliRunner
 
 import retrievers.coder_wordnet as cw
 from conftest import tarball_with_member
+from harness.cli import app
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TARBALL = DATA / "nltk_data-wordnet.tar.gz"
@@ -336,8 +338,7 @@ def test_read_triplets_names_file_line_and_field(tmp_path: Path, line: str, patt
 # CLI
 
 
-def test_cli_writes_the_four_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, wordnet,
-                                   ants, syns) -> None:
+def test_cli_writes_the_four_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wordnet, ants, syns) -> None:
     seen: dict = {}
 
     def fake_load(nltk_data=None, download=False, cache_dir=None):
@@ -349,8 +350,9 @@ def test_cli_writes_the_four_files(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cw, "antonym_pairs", lambda wn: ants if wn is wordnet else None)
     monkeypatch.setattr(cw, "synonym_pairs", lambda wn: syns if wn is wordnet else None)
     out = tmp_path / "out"
-    assert cw.main(["--out", str(out), "--nltk-data", str(TARBALL), "--cache-dir", str(tmp_path / "c"),
-                    "--val-ratio", "0.2", "--seed", "7"]) == 0
+    res = CliRunner().invoke(app, ["coder", "wordnet", "--out", str(out), "--nltk-data", str(TARBALL),
+                                   "--cache-dir", str(tmp_path / "c"), "--val-ratio", "0.2", "--seed", "7"])
+    assert res.exit_code == 0, res.output
     assert seen == {"nltk_data": TARBALL, "download": False, "cache_dir": tmp_path / "c"}
     assert sorted(p.name for p in out.iterdir()) == [
         "ant_pairs.jsonl", "stage1_lexical_train_triplets.jsonl", "stage1_lexical_val_triplets.jsonl",
@@ -361,13 +363,15 @@ def test_cli_writes_the_four_files(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     train = cw.read_triplets(out / "stage1_lexical_train_triplets.jsonl")
     val = cw.read_triplets(out / "stage1_lexical_val_triplets.jsonl")
     assert (train, val) == cw.build_stage1_triplets(syns, ants, seed=7, val_ratio=0.2)
-    printed = capsys.readouterr().out
+    printed = res.stdout
     assert f"{N_ANT_PAIRS:,}" in printed and f"{N_SYN_PAIRS:,}" in printed
     assert f"{len(train):,}" in printed and f"{len(val):,}" in printed
 
 
-def test_cli_without_wordnet_fails_clearly(tmp_path: Path, capsys) -> None:
-    assert cw.main(["--out", str(tmp_path / "out"), "--nltk-data", str(tmp_path / "empty")]) == 2
-    err = capsys.readouterr().err
+def test_cli_without_wordnet_fails_clearly(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["coder", "wordnet", "--out", str(tmp_path / "out"), "--nltk-data",
+                                   str(tmp_path / "empty")])
+    assert res.exit_code == 2
+    err = res.stderr
     assert "python -m nltk.downloader wordnet" in err and str(tmp_path / "empty") in err
     assert not (tmp_path / "out").exists()

@@ -1,5 +1,6 @@
-"""Runner behaviour: user retrievers by module:Class, protocol validation, train-split isolation,
-atomic results, and the real BM25 figure on SciFact."""
+"""Runner behaviour: user retrievers by module:Class, protocol validation, the optional members
+called through their protocols, LLM use from the declared metadata, train-split isolation, atomic
+results, and the real BM25 figure on SciFact."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ class Echo:
             run[q.id] = [(d, float(v)) for v, _, d in s]
         return run
 
+class Full(Echo):
+    """Every optional member, each called by the runner through its protocol."""
+    calls = []
+
+    def prepare(self, ctx):
+        Full.calls.append("prepare")
+
+    def training_data(self, ctx):
+        Full.calls.append("training_data")
+        return None
+
+    def result_extra(self):
+        return {"fitted": len(Echo.fitted_on)}
+
+    def analyse(self, benchmark, ctx):
+        return {"analysed": benchmark.name}
+
 class Broken:
     def index(self, corpus, ctx):
         pass
@@ -86,6 +104,25 @@ def test_user_class_trains_on_train_split_only(tmp_path: Path, user_module: str)
     rec = store.get(out.key, full=True)
     assert rec.n_queries == 3 and rec.provenance["class"] == f"{user_module}:Echo"
     assert rec.phases["fit"]["items"] == 1
+
+
+def test_optional_members_are_called_through_their_protocols(tmp_path: Path, user_module: str) -> None:
+    data = with_train_split(make_beir(tmp_path / "ds"))
+    store = Store(tmp_path / "h" / "results.sqlite")
+    runner = Runner(Settings(home=tmp_path / "h", k=5, bootstrap=0), store, log=lambda m: None)
+    [out] = runner.run([make_spec(f"{user_module}:Full")], [str(data)], [0])
+    mod = sys.modules[user_module]
+    assert mod.Full.calls == ["prepare", "training_data"] and len(mod.Echo.fitted_on) == 1
+    rec = store.get(out.key, full=True)
+    assert rec.extra["retriever"] == {"fitted": 1} and rec.extra["analysis"] == {"analysed": str(data.resolve())}
+    assert "fit" in rec.phases  # prepare and fit are timed as the fit phase
+
+
+def test_llm_use_is_read_from_the_declared_metadata(tmp_path: Path) -> None:
+    runner = Runner(Settings(home=tmp_path, k=5), Store(tmp_path / "s.sqlite"), log=lambda m: None)
+    assert runner.uses_llm(make_spec("hyde")) and runner.uses_llm(make_spec("deo"))
+    assert not runner.uses_llm(make_spec("deo", {"decomposer": "rules"}))
+    assert not runner.uses_llm(make_spec("deo-rules")) and not runner.uses_llm(make_spec("bm25"))
 
 
 def test_protocol_checked_before_any_work(tmp_path: Path, user_module: str) -> None:

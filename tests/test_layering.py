@@ -1,0 +1,209 @@
+"""The engine's boundaries (DESIGN.md §2, §4, §11): ``harness`` reaches methods and datasets only
+through the registry and names no concrete method in its logic; a retriever's registered name is
+its entry point name; the optional members are named protocols; method packages add verbs through
+an entry point group."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import typer
+
+from harness import registry
+from harness.protocols import OPTIONAL_PROTOCOLS, PROTOCOL_MEMBERS, Retriever
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+MODULES = sorted(p for p in HARNESS.rglob("*.py"))
+COMPOSITION_ROOT = HARNESS / "cli.py"
+METHOD_PACKAGES = {"retrievers", "benchmarks", "reports"}
+# A concrete retriever named as a word: ``bm25`` but not the ``bm25s`` package, ``coder-seq``, ``nnn-tr``.
+CONCRETE = re.compile(r"(?<![\w-])(bm25|dense|hyde|deo(-rules)?|coder(-seq|-union)?|nnn(-fix|-tr)?|l[12]-fix|mmr)"
+                      r"(?![\w-])", re.I)
+# (module, text the literal contains): why it may name a retriever.
+ALLOWED = {
+    ("cli.py", "e.g. dense.model=all-MiniLM-L6-v2"): "an example in the --param error message, like a help text",
+    ("cli.py", "run it with: beyondsim run bm25 -b"): "data check shows a command line to copy; bm25 ships with "
+                                                      "every install",
+}
+
+
+def _imported_packages(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _prose(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings or help texts (``help=`` keywords)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip.add(id(first.value))
+        if isinstance(node, ast.keyword) and node.arg == "help":
+            skip |= {id(n) for n in ast.walk(node.value) if isinstance(n, ast.Constant)}
+    return skip
+
+
+def _logic_strings(path: Path) -> list[str]:
+    """Every string literal of ``path`` that is neither a docstring nor a help text (the constant
+    parts of an f-string joined, so a message reads as one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    prose = _prose(tree)
+    inside_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and id(node) not in prose:
+            out.append("{}".join(v.value if isinstance(v, ast.Constant) else "" for v in node.values))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose
+              and id(node) not in inside_fstring):
+            out.append(node.value)
+    return out
+
+
+@pytest.mark.parametrize("path", [m for m in MODULES if m != COMPOSITION_ROOT], ids=lambda p: p.name)
+def test_the_engine_imports_no_method_package(path: Path) -> None:
+    imported = _imported_packages(ast.parse(path.read_text(encoding="utf-8")))
+    assert not imported & METHOD_PACKAGES, f"{path.relative_to(HARNESS.parent)} imports {imported & METHOD_PACKAGES}"
+
+
+def test_the_composition_root_imports_only_reports() -> None:
+    assert _imported_packages(ast.parse(COMPOSITION_ROOT.read_text(encoding="utf-8"))) & METHOD_PACKAGES <= {"reports"}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_the_engine_names_no_concrete_retriever_in_its_logic(path: Path) -> None:
+    named = [s for s in _logic_strings(path) if CONCRETE.search(s)
+             and not any(path.name == module and text in s for module, text in ALLOWED)]
+    assert not named, f"{path.relative_to(HARNESS.parent)} names a retriever in: {named}"
+
+
+def test_the_concrete_name_pattern_sees_what_it_should() -> None:
+    assert all(CONCRETE.search(s) for s in ("run bm25 -b", "coder-seq", "-p nnn-tr.x=1", "Dense", "mmr"))
+    assert not any(CONCRETE.search(s) for s in ("bm25s", "encoder", "denser", "deos", "nnn_tr", "summary"))
+
+
+def _our_retriever_entry_points() -> list:
+    return sorted((ep for ep in entry_points(group=registry.RETRIEVER_GROUP)
+                   if ep.dist is not None and ep.dist.name == "beyondsim"), key=lambda ep: ep.name)
+
+
+def test_every_retriever_entry_point_loads_the_class_registered_under_its_name() -> None:
+    eps = _our_retriever_entry_points()
+    assert eps
+    for ep in eps:
+        cls = ep.load()
+        info = registry.retriever_info(cls)
+        assert vars(cls).get("retriever_name") == info.name == ep.name, (ep.name, ep.value)
+        assert registry.get_retriever_class(ep.name) is cls
+    # and nothing of ours registers a name without an entry point
+    ours = {n for n, c in registry._retrievers.items() if c.__module__.startswith("retrievers.")}
+    assert ours == {ep.name for ep in eps}
+
+
+def test_every_retriever_declares_its_metadata() -> None:
+    for ep in _our_retriever_entry_points():
+        cls = ep.load()
+        info = registry.retriever_info(cls)
+        assert info.description and info.family and info.reference, ep.name
+        assert "\n" not in info.description, ep.name
+        assert bool(info.trainer) == bool(info.artifact_param), ep.name
+        if info.artifact_param:
+            assert info.artifact_param in {f.name for f in dataclasses.fields(cls.Params)}, ep.name
+
+
+@dataclasses.dataclass(frozen=True)
+class FlagParams:
+    flag: bool = False
+
+
+def test_metadata_is_declared_once_with_register(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_retrievers", dict(registry._retrievers))
+
+    @registry.register("declared-llm-test", params=FlagParams, family="toy", uses_llm=lambda p: p.flag)
+    class Declared:
+        """A retriever that calls an LLM with some settings.
+
+        More text that is not the description."""
+
+    info = registry.retriever_info(Declared)
+    assert (info.name, info.family) == ("declared-llm-test", "toy")
+    assert info.description == "A retriever that calls an LLM with some settings."
+    assert info.calls_llm(FlagParams(flag=True)) and not info.calls_llm(FlagParams())
+    assert registry.get_retriever_class("declared-llm-test") is Declared
+
+    class Subclass(Declared):  # not registered itself: nothing of its base's registration
+        uses_llm = True
+
+    sub = registry.retriever_info(Subclass)
+    assert sub.name.endswith(".Subclass") and sub.family == "" and sub.calls_llm(FlagParams())
+
+
+def test_llm_use_of_our_retrievers() -> None:
+    uses = {ep.name: registry.retriever_info(ep.load()).calls_llm(ep.load().Params())
+            for ep in _our_retriever_entry_points()}
+    assert {n for n, used in uses.items() if used} == {"hyde", "deo"}
+    deo_rules = registry.get_retriever_class("deo-rules")
+    assert registry.retriever_info(deo_rules).calls_llm(deo_rules.Params(decomposer="llm"))
+
+
+def test_the_optional_members_are_named_protocols() -> None:
+    assert PROTOCOL_MEMBERS == (
+        ("index", ("corpus", "ctx"), True),
+        ("search", ("queries", "k", "ctx"), True),
+        ("fit", ("benchmark", "ctx"), False),
+        ("prepare", ("ctx",), False),
+        ("training_data", ("ctx",), False),
+        ("result_extra", (), False),
+        ("analyse", ("benchmark", "ctx"), False),
+        ("score", ("queries", "doc_ids", "ctx"), False),
+    )
+    for protocol in (Retriever, *OPTIONAL_PROTOCOLS):
+        assert protocol.__doc__ and "runner" in protocol.__doc__, protocol.__name__
+
+    class Partial:
+        def index(self, corpus, ctx): ...
+
+        def search(self, queries, k, ctx): ...
+
+        def prepare(self, ctx): ...
+
+    assert [p.__name__ for p in OPTIONAL_PROTOCOLS if isinstance(Partial(), p)] == ["Preparable"]
+
+
+def test_method_packages_add_verbs_through_an_entry_point_group() -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    rows = registry.command_apps()
+    assert {verb for verb, _, _ in rows} >= {"deo", "coder"}
+    assert all(isinstance(commands, typer.Typer) and not error for _, commands, error in rows)
+    for verb in ("deo", "coder"):
+        res = CliRunner().invoke(app, [verb, "--help"])
+        assert res.exit_code == 0, res.output
+
+
+def test_a_verb_that_fails_to_load_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import harness.cli as cli
+
+    broken = typer.Typer(add_completion=False)
+    broken.command("ok")(lambda: None)
+    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setattr(cli, "command_apps", lambda: [("nope", None, "command 'nope': entry point 'x:y' failed "
+                                                                         "to load: boom")])
+    cli._mount_commands()
+    res = CliRunner().invoke(broken, ["nope"])
+    assert res.exit_code == 2 and "failed to load: boom" in res.output
