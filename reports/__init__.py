@@ -1,5 +1,6 @@
-"""Static leaderboard site rendered from the results store (DESIGN.md §9)."""
+"""Static leaderboard site and paper tables rendered from the results store (DESIGN.md §9)."""
 
-from .site import render_site, summary_rows
+from .compare import Leaderboard, compare, summary_rows
+from .site import render_site
 
-__all__ = ["render_site", "summary_rows"]
+__all__ = ["Leaderboard", "compare", "render_site", "summary_rows"]

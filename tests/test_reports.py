@@ -3,6 +3,7 @@ benchmark tables live on ``bench/<slug>.html``; see tests/test_site.py for the o
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import re
 from pathlib import Path
@@ -12,7 +13,9 @@ import pytest
 
 from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from reports import render_site, summary_rows
-from reports import site as site_mod
+from reports import text
+from reports.compare import measure_higher_is_better
+from reports.pages.common import TEMPLATES, environment, sort_script
 from tests.dom import Node, parse
 
 HV = "0.1.0"
@@ -274,7 +277,7 @@ def test_escaping(page):
 
 
 def test_self_contained(page):
-    script = site_mod.sort_script()
+    script = sort_script()
     assert "http" not in script and "fetch" not in script
     for p in site_pages(page):
         html = p.read_text(encoding="utf-8")
@@ -357,7 +360,7 @@ def test_slugs_are_safe_and_unique(tmp_path):
     assert all(re.fullmatch(r"(#|bench/|retriever/)?[a-z0-9-]+(\.html)?", h) for h in hrefs), hrefs
     assert all((tmp_path / "o" / h).is_file() for h in hrefs if h.endswith(".html"))
     assert "<img" not in html and "&#34;&gt;&lt;img src=x&gt;" in html
-    assert site_mod.slugify("A/B c", set()) == "a-b-c"
+    assert text.slugify("A/B c", set()) == "a-b-c"
 
 
 def test_empty_store_and_autoescape(tmp_path):
@@ -365,19 +368,48 @@ def test_empty_store_and_autoescape(tmp_path):
     html = render_site(s, tmp_path / "o", title="T & <i>").read_text()
     assert "T &amp; &lt;i&gt;" in html and "0 results" in html
     parse(html)
-    assert site_mod._environment().autoescape is True
-    templates = Path(site_mod.__file__).parent / "templates"
-    for t in templates.glob("*.html"):
+    assert environment().autoescape is True
+    for t in TEMPLATES.glob("*.html"):
         for m in re.finditer(r"\{\{([^}]*)\|\s*safe", t.read_text()):
             assert m.group(1).strip().endswith(".svg"), (t, m.group(0))  # only the plots' SVG
         assert "autoescape false" not in t.read_text(), t
 
 
 def test_measure_formatting():
-    assert site_mod.fmt_num(0.6725) == "0.673"
-    assert site_mod.fmt_num(0.6724) == "0.672"
-    assert site_mod.fmt_num(None) == "–" and site_mod.fmt_num(float("nan")) == "–"
-    assert site_mod.fmt_num(-0.0001) == "0.000"
-    assert site_mod.measure_decimals("FVR@10") == 2 and site_mod.measure_decimals("V@2") == 3
-    assert site_mod.measure_higher_is_better("V@2") is False
-    assert site_mod.measure_higher_is_better("FVR@10") is True
+    assert text.fmt_num(0.6725) == "0.673"
+    assert text.fmt_num(0.6724) == "0.672"
+    assert text.fmt_num(None) == "–" and text.fmt_num(float("nan")) == "–"
+    assert text.fmt_num(-0.0001) == "0.000"
+    assert text.measure_decimals("FVR@10") == 2 and text.measure_decimals("V@2") == 3
+    assert measure_higher_is_better("V@2") is False
+    assert measure_higher_is_better("FVR@10") is True
+
+
+CONCRETE_RETRIEVERS = re.compile(r"\b(bm25|dense|hyde|mmr|coder|nnn|deo)\b", re.I)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def test_reports_name_no_concrete_retriever():
+    """Baselines and the reference come from the suites (benchmarks/suites.py through the
+    registry): no string literal in reports/ names a retriever (docstrings and comments may)."""
+    root = Path(__file__).resolve().parent.parent / "reports"
+    files = sorted(root.glob("*.py")) + sorted((root / "pages").glob("*.py"))
+    assert len(files) >= 10
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                    and CONCRETE_RETRIEVERS.search(node.value)):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {node.value!r}")
+    assert found == []

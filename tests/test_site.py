@@ -1,6 +1,7 @@
-"""The multi-page leaderboard site (reports/site.py) on a hand-made store: real numbers checked
-against harness.stats / harness.metrics computed here independently, every link resolved, no
-network reference, store strings escaped on every page."""
+"""The multi-page leaderboard site (reports/site.py, reports/pages/), the comparison objects it is
+rendered from (reports/compare.py) and their JSON / Markdown / LaTeX tables (reports/tables.py) on
+a hand-made store: real numbers checked against harness.stats / harness.measures computed here
+independently, every link resolved, no network reference, store strings escaped on every page."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ import numpy as np
 import pytest
 
 from harness import registry
-from harness.metrics import group_by
+from harness.measures import group_by
 from harness.stats import holm, paired_randomization_test
 from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from harness.types import Document, Query
-from reports import plots, render_site, summary_rows
-from reports import site as site_mod
+from reports import compare, plots, render_site, summary_rows
+from reports.pages import drilldown
+from reports.pages.common import TEMPLATES, environment, sort_script
 from reports.site import MANIFEST
+from reports.tables import combined, documents, md_escape, tex_escape
+from reports.text import fmt_num, measure_decimals
 from tests.dom import Node, parse
 
 HV = "0.1.0"
@@ -108,12 +112,16 @@ ANT = {
     "dense": {"V@2": _col([0, 0, 1, 0], ANT_QIDS), "FVR@10": _col([3, 4, 2, 11], ANT_QIDS),
               "nDCG@10": _col([0.6, 0.6, 0.7, 0.9], ANT_QIDS), "PairAcc": {"p1": 1.0, "p2": 1.0}},
 }
+COMPARED = {"baselines": ["bm25", "dense", "hyde", "mmr"], "reference": "dense"}
 SUITES = {
     "demo": {"description": "demo", "benchmarks": ["negconstraint", "beir/scifact"]},
     "constraint": {"description": "Constraint <em>suite</em>",
-                   "benchmarks": ["nevir", "negconstraint", "diag/antonym"]},
-    "topical": {"description": "Topical", "benchmarks": ["beir/scifact", "beir/nfcorpus"]},
-    "completeness": {"description": "Completeness", "benchmarks": ["toollens"]},
+                   "benchmarks": ["nevir", "negconstraint", "diag/antonym"],
+                   "headline": ["V@2", "FVR@10", "PairAcc", "nDCG@10"], **COMPARED},
+    "topical": {"description": "Topical", "benchmarks": ["beir/scifact", "beir/nfcorpus"],
+                "headline": ["nDCG@10", "MAP@10"], **COMPARED},
+    "completeness": {"description": "Completeness", "benchmarks": ["toollens"], "headline": ["Comp@5", "R@5"],
+                     **COMPARED},
 }
 SWEEP = {
     "retriever": "coder-seq", "benchmark": "negconstraint", "benchmark_version": "negv1", "seed": 0, "k": 100,
@@ -155,7 +163,10 @@ def build_store(path: Path) -> Store:
     s.save(record(XSS, "mystery", "negconstraint", "negv1", 0, negc("xss"),
                   rankings={"q01": [("d-unj", 1.0)]}, extra={"analysis": SEPARATION},
                   llm_calls=[{"model": "unpriced", "prompt_tokens": 7, "completion_tokens": 3, "latency_s": 0.1,
-                              "cached": False, "usd": None, "phase": "search", "purpose": "x"}]))
+                              "cached": False, "usd": None, "phase": "search", "purpose": "x"},
+                             # a server that reported no usage: tokens unknown, never 0
+                             {"model": "unpriced", "prompt_tokens": None, "completion_tokens": None,
+                              "latency_s": 0.1, "cached": False, "usd": None, "phase": "search", "purpose": "x"}]))
 
     s.save(record("bm25", "bm25", "diag/antonym", "antv1", 0, ANT["bm25"],
                   rankings={"a1": [("x1", 2.0), ("x2", 1.0)]}))
@@ -267,7 +278,7 @@ def test_overview_suite_averages_and_order(site):
     for label, v in expect_v2.items():
         cell = by[label][1]
         assert float(cell.attrs["data-value"]) == pytest.approx(v)
-        assert cell.text().strip() == site_mod.fmt_num(v)
+        assert cell.text().strip() == fmt_num(v)
     # PairAcc exists on diag/antonym only; coder-seq never ran it → empty data-value
     assert float(by["dense"][3].attrs["data-value"]) == pytest.approx(1.0)
     assert by["coder-seq"][3].attrs["data-value"] == "" and by["coder-seq"][3].text().strip() == "–"
@@ -321,7 +332,7 @@ def test_benchmark_table_and_holm_marks(site):
         higher = m != "V@2"
         pick = max if higher else min
         best_base = pick(["bm25", "dense"], key=lambda k: means[k][m])
-        for ref_kind, ref, symbol in (("dense", "dense", "†"), ("baseline", best_base, "‡")):
+        for ref_kind, ref, symbol in (("reference", "dense", "†"), ("baseline", best_base, "‡")):
             raw = {k: paired_randomization_test(per_row[k][m], per_row[ref][m], n_resamples=10000, seed=0)
                    for k in per_row if k != ref}
             adj = holm(raw)
@@ -339,7 +350,7 @@ def test_benchmark_table_and_holm_marks(site):
                 else:
                     assert marks == []
             # never compared with itself
-            kind_text = "dense" if ref_kind == "dense" else "best baseline"
+            kind_text = "dense" if ref_kind == "reference" else "best baseline"
             assert f"vs {ref} ({kind_text})" not in row[ref][col[m]].attrs.get("title", "")
             assert not [s for s in row[ref][col[m]].iter("span", "sig") if f"sig-{ref_kind}" in s.classes]
     assert seen_marks >= 4  # coder-seq clearly beats both references on nDCG@10 and FVR@10
@@ -348,12 +359,12 @@ def test_benchmark_table_and_holm_marks(site):
 
     # CI for one seed, ± std for two
     bm = row["bm25"][col["nDCG@10"]]
-    assert bm.find("span", "value").text() == site_mod.fmt_num(means["bm25"]["nDCG@10"])
+    assert bm.find("span", "value").text() == fmt_num(means["bm25"]["nDCG@10"])
     m = means["bm25"]["nDCG@10"]
-    assert bm.find("span", "extra").text() == f"[{site_mod.fmt_num(m - 0.05, 2)}, {site_mod.fmt_num(m + 0.05, 2)}]"
+    assert bm.find("span", "extra").text() == f"[{fmt_num(m - 0.05, 2)}, {fmt_num(m + 0.05, 2)}]"
     seeds = [np.mean(list(negc(f"dense{s}")["nDCG@10"].values())) for s in (0, 1)]
     assert row["dense"][col["nDCG@10"]].find("span", "extra").text() == \
-        f"± {site_mod.fmt_num(float(np.std(seeds, ddof=1)))}"
+        f"± {fmt_num(float(np.std(seeds, ddof=1)))}"
     assert float(row["dense"][col["nDCG@10"]].attrs["data-value"]) == pytest.approx(np.mean(seeds))
     # V@k counted over the queries with a violating document
     assert "n=20" in heads[col["V@2"]].text()
@@ -450,6 +461,9 @@ def test_efficiency_page(site):
     assert c["prompt tokens"].text() == "150" and c["completion tokens"].text() == "15"
     assert c["$"].text() == "$0.0020"  # the cache hit costs nothing
     assert by[(XSS, "negconstraint")]["$"].text() == "unknown"
+    x = by[(XSS, "negconstraint")]
+    assert (x["prompt tokens"].text(), x["completion tokens"].text()) == ("≥ 7", "≥ 3")
+    assert x["prompt tokens"].attrs["data-value"] == ""
     assert by[("bm25", "negconstraint")]["$"].text() == "$0"
     assert by[("bm25", "negconstraint")]["LLM calls"].text() == "–"
 
@@ -459,6 +473,7 @@ def test_efficiency_page(site):
     assert tot["dense"]["benchmarks"].text() == "3"
     assert float(tot["dense"]["offline s"].attrs["data-value"]) == pytest.approx(4.0)
     assert tot[XSS]["$"].text() == "unknown" and tot["coder-seq"]["$"].text() == "$0.0020"
+    assert tot[XSS]["prompt tokens"].text() == "≥ 7" and tot["coder-seq"]["prompt tokens"].text() == "150"
 
 
 def test_retriever_page_and_drilldown_marks(site):
@@ -505,7 +520,7 @@ def test_retriever_page_and_drilldown_marks(site):
 
 
 def test_drilldown_cap(tmp_path, monkeypatch):
-    monkeypatch.setattr(site_mod, "DRILLDOWN_QUERIES", 5)
+    monkeypatch.setattr(drilldown, "DRILLDOWN_QUERIES", 5)
     store = build_store(tmp_path / "r.sqlite")
     render_site(store, tmp_path / "o", n_resamples=200)
     html = (tmp_path / "o" / "retriever/bm25/negconstraint-seed0.html").read_text()
@@ -516,7 +531,7 @@ def test_drilldown_cap(tmp_path, monkeypatch):
 
 def test_every_link_resolves_and_nothing_external(site):
     out, _ = site
-    script = site_mod.sort_script()
+    script = sort_script()
     for path in pages(out):
         html = path.read_text(encoding="utf-8")
         root = parse(html)
@@ -565,13 +580,12 @@ def test_label_escaped_on_every_page(site):
 
 
 def test_only_svg_is_marked_safe():
-    templates = Path(site_mod.__file__).parent / "templates"
-    for t in templates.glob("*.html"):
+    for t in TEMPLATES.glob("*.html"):
         text = t.read_text()
         assert "autoescape false" not in text, t
         for m in re.finditer(r"\{\{([^}]*)\|\s*safe", text):
             assert m.group(1).strip().endswith(".svg"), (t, m.group(0))
-    assert site_mod._environment().autoescape is True
+    assert environment().autoescape is True
 
 
 def test_summary_rows_still_per_benchmark(site):
@@ -666,3 +680,215 @@ def test_rerender_removes_stale_pages_only(tmp_path, monkeypatch):
     manifest = json.loads((out / MANIFEST).read_text())
     assert set(manifest["pages"]) == after - {"notes.html", "retriever/extra.html"}
     store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# the comparison objects (reports.compare) and the table formats (reports.tables)
+
+
+def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
+    out, store = site
+    monkeypatch.setattr(registry, "suites", lambda: SUITES)
+    board = compare(store)
+    for b in board.benchmarks:
+        _, root = read(out, f"bench/{b.slug}.html")
+        heads, rows = table_rows(root.by_id("results"))
+        assert [h.attrs["data-measure"] for h in heads if "data-measure" in h.attrs] == b.measures
+        assert len(rows) == len(b.groups)
+        for i, (g, tds) in enumerate(zip(b.groups, rows)):
+            assert tds[0].find("a").text() == g.display
+            for j, m in enumerate(b.measures):
+                cell, agg = tds[1 + j], g.measure(m)
+                assert cell.attrs["data-value"] == ("" if agg.mean is None else repr(agg.mean))
+                extras = [s.text() for s in cell.iter("span", "extra")]
+                if agg.std is not None:
+                    assert extras == [f"± {fmt_num(agg.std, measure_decimals(m))}"]
+                elif agg.ci is not None:
+                    assert extras == [f"[{fmt_num(agg.ci[0], 2)}, {fmt_num(agg.ci[1], 2)}]"]
+                else:
+                    assert extras == []
+                marks = {(next(c[4:] for c in s.classes if c.startswith("sig-")), s.attrs["data-p"])
+                         for s in cell.iter("span", "sig")}
+                assert marks == {(t.kind, repr(t.p_adj)) for t in b.tests_of(i, m) if t.significant}
+                for t in b.tests_of(i, m):
+                    assert f"vs {t.reference} " in cell.attrs["title"]
+                    assert f"Holm-adjusted p = {t.p_adj:.4f}" in cell.attrs["title"]
+
+    # p-values: the paired test of harness.stats on the per-query means over seeds, Holm over the rows
+    negc_board = next(b for b in board.benchmarks if b.name == "negconstraint")
+    row = {g.display: i for i, g in enumerate(negc_board.groups)}
+    dense_avg = {q: (NDCG["dense0"][q] + NDCG["dense1"][q]) / 2 for q in QIDS}
+    others = {"bm25": NDCG["bm25"], "coder-seq": NDCG["coder"], XSS: NDCG["xss"]}
+    raw = {k: paired_randomization_test(v, dense_avg, n_resamples=10000, seed=0) for k, v in others.items()}
+    adjusted = holm(raw)
+    for label in others:
+        (t,) = [t for t in negc_board.tests_of(row[label], "nDCG@10") if t.kind == "reference"]
+        assert t.reference == "dense" and t.family == 3
+        assert t.p_raw == pytest.approx(raw[label]) and t.p_adj == pytest.approx(adjusted[label])
+
+    # the overview: suite means and the per-benchmark column
+    _, root = read(out, "index.html")
+    constraint = next(s for s in board.suites if s.name == "constraint")
+    _, rows = table_rows(root.by_id("overview-constraint"))
+    assert [r[0].text().strip() for r in rows] == [r.label for r in constraint.rows]
+    for tds, r in zip(rows, constraint.rows):
+        assert [td.attrs["data-value"] for td in tds[1:1 + len(constraint.measures)]] == \
+            [repr(r.means[m]) if r.means[m] is not None else "" for m in constraint.measures]
+        assert tds[-2].attrs["data-value"] == (repr(r.per_benchmark["negconstraint"])
+                                               if r.per_benchmark["negconstraint"] is not None else "")
+
+
+TINY = ["t1", "t2", "t3", "t4"]
+ODD_LABEL = "a|b_c&d%"
+
+
+def build_tiny(path: Path) -> Store:
+    """Hand-made per-query values: the win/tie/loss counts below are read off these columns."""
+    s = Store(path)
+    s.save_benchmark(BenchmarkInfo("tiny", "tinyv1", "constraint", ["nDCG@10", "V@2"], {}))
+    cols = {
+        "dense": {"nDCG@10": [0.5, 0.5, 0.2, 0.9], "V@2": [1, 0, 1, 0]},
+        "bm25": {"nDCG@10": [0.7, 0.7, 0.7, 0.7], "V@2": [1, 1, 1, 1]},
+        ODD_LABEL: {"nDCG@10": [0.6, 0.5, 0.1, 0.95], "V@2": [0, 0, 1, 0]},
+    }
+    for label, pq in cols.items():
+        retriever = label if label in ("dense", "bm25") else "mine"
+        s.save(record(label, retriever, "tiny", "tinyv1", 0, {m: _col(v, TINY) for m, v in pq.items()}))
+    return s
+
+
+TINY_SUITES = {"tiny-suite": {"description": "Tiny", "benchmarks": ["tiny"], "headline": ["nDCG@10", "V@2"],
+                              "baselines": ["bm25", "dense"], "reference": "dense"}}
+
+
+def test_win_tie_loss_against_both_references(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "suites", lambda: TINY_SUITES)
+    store = build_tiny(tmp_path / "r.sqlite")
+    (b,) = compare(store, n_resamples=200).benchmarks
+    row = {g.display: i for i, g in enumerate(b.groups)}
+    assert b.reference == "dense" and b.baselines == ("bm25", "dense") and b.suite == "tiny-suite"
+
+    def wtl(label, measure):
+        return {t.kind: (t.reference, t.wins, t.ties, t.losses) for t in b.tests_of(row[label], measure)}
+
+    # nDCG@10 (higher is better): the best baseline row is bm25 (mean 0.7), the reference dense
+    assert wtl(ODD_LABEL, "nDCG@10") == {"reference": ("dense", 2, 1, 1), "baseline": ("bm25", 1, 0, 3)}
+    assert wtl("bm25", "nDCG@10") == {"reference": ("dense", 3, 0, 1)}  # never tested against itself
+    assert wtl("dense", "nDCG@10") == {"baseline": ("bm25", 1, 0, 3)}
+    # V@2 (lower is better): dense is both the reference and the best baseline row
+    assert wtl(ODD_LABEL, "V@2") == {"reference": ("dense", 1, 3, 0), "baseline": ("dense", 1, 3, 0)}
+    assert wtl("bm25", "V@2")["reference"] == ("dense", 0, 2, 2)
+    assert b.references["nDCG@10"] == {"reference": row["dense"], "baseline": row["bm25"]}
+    store.close()
+
+
+def test_baselines_reference_and_headline_are_suite_data(tmp_path, monkeypatch):
+    suites = {"tiny-suite": {**TINY_SUITES["tiny-suite"], "headline": ["V@2"], "baselines": ["dense"],
+                             "reference": "bm25"}}
+    monkeypatch.setattr(registry, "suites", lambda: suites)
+    store = build_tiny(tmp_path / "r.sqlite")
+    out = render_site(store, tmp_path / "o", n_resamples=200).parent
+    (b,) = compare(store, n_resamples=200).benchmarks
+    row = {g.display: i for i, g in enumerate(b.groups)}
+    assert {t.kind: t.reference for t in b.tests_of(row[ODD_LABEL], "nDCG@10")} == \
+        {"reference": "bm25", "baseline": "dense"}
+    html, root = read(out, "bench/tiny.html")
+    assert "differs from <em>bm25</em>" in html and "(retrievers <code>dense</code>)" in html
+    _, rows = table_rows(root.by_id("results"))
+    tagged = [r[0].find("a").text() for r in rows if list(r[0].iter("span", "baseline-tag"))]
+    assert tagged == ["dense"]
+    heads, _ = table_rows(read(out, "index.html")[1].by_id("overview-tiny-suite"))
+    assert [h.attrs.get("data-measure") for h in heads if "data-measure" in h.attrs] == ["V@2"]
+
+    # a suite that declares nothing: no marks, no legend for them
+    monkeypatch.setattr(registry, "suites", lambda: {"bare": {"description": "", "benchmarks": ["tiny"]}})
+    (b,) = compare(store, n_resamples=200).benchmarks
+    assert b.tests == {} and b.reference is None and b.baselines == ()
+    html = render_site(store, tmp_path / "o2", n_resamples=200).parent.joinpath("bench/tiny.html").read_text()
+    assert "Holm-adjusted p &lt;" not in html and 'class="sig' not in html
+    store.close()
+
+
+def test_json_tables_are_strict_and_hold_the_stored_means(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "suites", lambda: SUITES)
+    store = build_store(tmp_path / "r.sqlite")
+    board = compare(store, n_resamples=200)
+    docs = dict(documents(board, "json"))
+    assert sorted(docs) == ["bench/beir-scifact.json", "bench/diag-antonym.json", "bench/my-data.json",
+                            "bench/negconstraint.json", "suite/constraint.json", "suite/other.json",
+                            "suite/topical.json"]
+    data = {rel: json.loads(text) for rel, text in docs.items()}
+    assert all("NaN" not in text and "Infinity" not in text for text in docs.values())
+    negc_data = data["bench/negconstraint.json"]
+    assert negc_data["reference"] == "dense" and negc_data["headline"] == ["V@2", "FVR@10", "nDCG@10"]
+    stored = {(r.label, r.seed): r for r in store.results(benchmark="negconstraint")}
+    for row in negc_data["rows"]:
+        seeds = row["seeds"]
+        for m, v in row["measures"].items():
+            assert v["per_seed"] == pytest.approx([stored[(row["label"], s)].measures[m].mean for s in seeds])
+            assert v["mean"] == pytest.approx(np.mean(v["per_seed"]))
+            assert (v["ci"] is None) == (len(seeds) > 1) and (v["std"] is None) == (len(seeds) == 1)
+    coder = next(r for r in negc_data["rows"] if r["label"] == "coder-seq")
+    (vs_dense,) = [t for t in coder["measures"]["nDCG@10"]["tests"] if t["against"] == "reference"]
+    assert vs_dense["reference"] == "dense" and vs_dense["significant"] and vs_dense["wins"] == NQ
+    # a measure a row lacks is null, never NaN
+    antonym = data["bench/diag-antonym.json"]
+    assert antonym["rows"][0]["measures"]["PairAcc"]["mean"] == pytest.approx(1.0)
+    overview = data["suite/constraint.json"]
+    coder_row = next(r for r in overview["rows"] if r["label"] == "coder-seq")
+    assert coder_row["measures"]["PairAcc"] == {"mean": None, "benchmarks": 0}
+    assert coder_row["per_benchmark"] == {"negconstraint": pytest.approx(np.mean(list(_v2(FVR["coder"]).values()))),
+                                          "diag/antonym": None}
+    # --out -: one object with the same tables
+    assert json.loads(combined(board, "json")) == {"suites": [data[f"suite/{s}.json"] for s in
+                                                              ("constraint", "topical", "other")],
+                                                   "benchmarks": [data[f"bench/{b.slug}.json"]
+                                                                  for b in board.benchmarks]}
+    store.close()
+
+
+def test_markdown_and_latex_escape_labels(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "suites", lambda: TINY_SUITES)
+    store = build_tiny(tmp_path / "r.sqlite")
+    board = compare(store, n_resamples=200)
+    md = dict(documents(board, "md"))
+    assert sorted(md) == ["bench/tiny.md", "suite/tiny-suite.md"]
+    for text in md.values():
+        row = next(line for line in text.splitlines() if "a\\|" in line)
+        assert row.startswith("| a\\|b\\_c\\&d% | ")
+        assert ODD_LABEL not in text
+    bench_md = md["bench/tiny.md"].splitlines()
+    assert bench_md[0] == "## tiny"
+    assert bench_md[4] == "| retriever | nDCG@10 ↑ | V@2 ↓ | seeds | queries |"
+    assert "| bm25 | **0.700** [0.65, 0.75] |" in md["bench/tiny.md"]
+
+    tex = dict(documents(board, "latex"))
+    assert sorted(tex) == ["bench/tiny.tex", "suite/tiny-suite.tex"]
+    for text in tex.values():
+        assert r"a\textbar{}b\_c\&d\%" in text and ODD_LABEL not in text
+        assert text.count(r"\begin{tabular}") == 1 and text.count(r"\end{table}") == 1
+    assert r"nDCG@10 $\uparrow$ & V@2 $\downarrow$" in tex["bench/tiny.tex"]
+
+    assert md_escape("x`y") == "x\\`y" and md_escape("two\nlines") == "two lines"
+    assert tex_escape(r"{a}~^\ $#") == r"\{a\}\textasciitilde{}\textasciicircum{}\textbackslash{} \$\#"
+    store.close()
+
+
+def test_leaderboard_command_formats(tmp_path, home, monkeypatch):
+    from tests.test_cli import invoke
+
+    monkeypatch.setattr(registry, "suites", lambda: TINY_SUITES)
+    home.mkdir(parents=True)
+    build_tiny(home / "results.sqlite").close()
+    res = invoke("leaderboard", "--format", "json", "--out", "-")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [s["suite"] for s in data["suites"]] == ["tiny-suite"] and data["benchmarks"][0]["benchmark"] == "tiny"
+    res = invoke("leaderboard", "-f", "latex", "-o", str(tmp_path / "tex"))
+    assert res.exit_code == 0, res.output
+    assert sorted(str(p.relative_to(tmp_path / "tex")) for p in (tmp_path / "tex").rglob("*")
+                  if p.is_file()) == ["bench/tiny.tex", "suite/tiny-suite.tex"]
+    res = invoke("leaderboard", "--format", "md", "--out", "-")
+    assert res.exit_code == 0 and res.stdout.startswith("## tiny-suite\n")
+    assert invoke("leaderboard", "--format", "html", "--out", "-").exit_code == 2
+    assert invoke("leaderboard", "--format", "csv").exit_code == 2

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import parse_measure
+from harness.measures import parse_measure
 from harness.store import Store
 from tests.test_cli import invoke
 

@@ -1,0 +1,624 @@
+"""The leaderboard as data: the results store turned into comparison objects (DESIGN.md §9).
+
+:func:`compare` reads the store alone (no benchmark or retriever is loaded) and returns a
+:class:`Leaderboard` of plain dataclasses, with no HTML in them:
+
+* one :class:`BenchmarkComparison` per benchmark name: its configuration rows
+  (:class:`ConfigGroup`), each measure aggregated over a row's seeds (:class:`Aggregate`: the
+  mean, the per-seed means, their standard deviation or, for one seed, the 95% bootstrap CI),
+  and for every measure a :class:`PairedTest` of each row against the best *reference* row and
+  the best *baseline* row: a two-sided paired randomisation test on per-query values,
+  Holm-adjusted across the rows compared with the same reference on the same measure, with the
+  per-query win/tie/loss counts;
+* one :class:`SuiteComparison` per overview table: the suite's headline measures averaged over
+  the suite's benchmarks each configuration ran on;
+* the stored parameter sweeps of each benchmark (:mod:`reports.sweeps` makes grids of them).
+
+:mod:`reports.pages` renders these objects as the static site, :mod:`reports.tables` as JSON,
+Markdown or LaTeX tables.
+
+Which retrievers are baselines, which one is the reference and which measures head a suite's
+table are declared with the suites and read through :func:`harness.registry.suites` (see
+:class:`SuiteSpec`); nothing here names a retriever.
+
+Grouping (:func:`collect`, which also feeds :func:`summary_rows`):
+
+* a *section* per benchmark name, ordered by task (constraint, completeness, topical, then any
+  other) and name;
+* a *row* per retriever configuration: results grouped by ``(label, spec_hash,
+  benchmark_version)``. Several seeds are aggregated (mean over seeds of each per-seed mean; the
+  sample standard deviation, ``ddof=1``, when there are two or more). Should the same seed be
+  stored twice for one configuration (another harness version or depth ``k``), the most recent
+  result is the one shown. A label run with several specs is shown as ``label (hash6)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from harness import registry
+from harness.measures import parse_measure, sort_key
+from harness.stats import holm, paired_randomization_tests
+from harness.store import BenchmarkInfo, ResultRecord, Store
+
+from .text import finite, slugify
+
+TASK_ORDER = ("constraint", "completeness", "topical")
+# Measures averaged over a subset of the judged queries: their count is shown when it differs.
+# The overview table of stored benchmarks that no suite with a headline lists.
+OTHER_SUITE = "other"
+ALPHA = 0.05
+N_RESAMPLES = 10_000
+# The two references every row is tested against: the best row of the declared reference
+# retriever, and the best row of any declared baseline.
+REFERENCE, BASELINE = "reference", "baseline"
+
+
+# --------------------------------------------------------------------------------------------
+# measures
+
+
+def measure_higher_is_better(name: str) -> bool:
+    """Direction of a measure; names the harness does not know are taken as higher-is-better."""
+    try:
+        return parse_measure(name).higher_is_better
+    except ValueError:
+        return True
+
+
+def measure_sort_key(name: str) -> tuple[int, int, str]:
+    """Column order when a benchmark has no stored default measures (the measures' own order)."""
+    return sort_key(name)
+
+
+def is_better(a: float, b: float, higher: bool) -> bool:
+    return a > b if higher else a < b
+
+
+def base_name(name: str) -> str:
+    """``nevir[:50]`` (a query slice) belongs where ``nevir`` does."""
+    return re.sub(r"\[:\d+\]$", "", name)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+# --------------------------------------------------------------------------------------------
+# what the suites declare
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A suite as the leaderboard reads it from :func:`harness.registry.suites`.
+
+    Besides ``description`` and ``benchmarks``, a suite may declare ``headline`` (the measures of
+    its overview table, the first of which orders the rows; a suite without one has no table),
+    ``baselines`` (the retrievers whose best row every row of its benchmarks is tested against)
+    and ``reference`` (the retriever whose best row is the other reference)."""
+
+    name: str
+    description: str = ""
+    benchmarks: tuple[str, ...] = ()
+    headline: tuple[str, ...] = ()
+    baselines: tuple[str, ...] = ()
+    reference: str | None = None
+
+    @classmethod
+    def from_entry(cls, name: str, entry: Mapping[str, Any]) -> SuiteSpec:
+        def names(key: str) -> tuple[str, ...]:
+            value = entry.get(key)
+            return tuple(str(x) for x in value) if isinstance(value, (list, tuple)) else ()
+
+        reference = entry.get("reference")
+        return cls(name, str(entry.get("description", "")), names("benchmarks"), names("headline"),
+                   names("baselines"), str(reference) if reference else None)
+
+    @property
+    def compares(self) -> bool:
+        return bool(self.baselines) or self.reference is not None
+
+
+def declared_suites() -> list[SuiteSpec]:
+    """The registered suites in registry order; none when a suite entry point is broken (every
+    benchmark then goes to the ``other`` table and no row is tested)."""
+    try:
+        table = registry.suites()
+    except LookupError:
+        return []
+    return [SuiteSpec.from_entry(name, entry or {}) for name, entry in table.items()]
+
+
+def home_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
+    """The suite a benchmark is shown under: the first suite with a headline that lists it, else
+    the suite named after its task (whose headline the ``other`` table borrows)."""
+    base = base_name(name)
+    listed = next((s for s in specs if s.headline and base in s.benchmarks), None)
+    return listed or next((s for s in specs if s.name == task), None)
+
+
+def comparison_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
+    """Whose baselines and reference a benchmark's rows are tested against: its home suite's when
+    that declares them, else those of the first suite that does."""
+    home = home_suite(name, task, specs)
+    if home is not None and home.compares:
+        return home
+    return next((s for s in specs if s.compares), None)
+
+
+# --------------------------------------------------------------------------------------------
+# grouping and aggregation
+
+
+@dataclass
+class Aggregate:
+    """One measure of one configuration, over its seeds."""
+
+    mean: float | None
+    std: float | None  # sample std over seeds, only with ≥ 2 seeds that have a value
+    ci: tuple[float, float] | None  # the 95% bootstrap CI, only with a single seed
+    n: list[int]  # distinct per-seed counts
+    values: list[float]  # per-seed means that were averaged
+
+
+@dataclass
+class ConfigGroup:
+    benchmark: str
+    benchmark_version: str
+    label: str
+    spec_hash: str
+    records: list[ResultRecord] = field(default_factory=list)  # one per seed, by seed
+    display: str = ""
+
+    @property
+    def retriever(self) -> str:
+        return self.records[0].retriever if self.records else ""
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.records]
+
+    @property
+    def newest(self) -> ResultRecord:
+        return max(self.records, key=lambda r: (r.created_at, r.id or 0))
+
+    @property
+    def n_queries(self) -> list[int]:
+        return sorted({r.n_queries for r in self.records})
+
+    @property
+    def n_missing(self) -> int:
+        return max((r.n_missing for r in self.records), default=0)
+
+    def measure(self, name: str) -> Aggregate:
+        vals = [r.measures[name] for r in self.records if name in r.measures]
+        means = [float(v.mean) for v in vals if finite(v.mean)]
+        ns = sorted({int(v.n) for v in vals})
+        if not means:
+            return Aggregate(None, None, None, ns, [])
+        mean = float(sum(means) / len(means))
+        std = None
+        if len(means) >= 2:
+            std = math.sqrt(sum((x - mean) ** 2 for x in means) / (len(means) - 1))
+        ci = None
+        if len(self.records) == 1 and len(vals) == 1 and finite(vals[0].ci_low) and finite(vals[0].ci_high):
+            ci = (float(vals[0].ci_low), float(vals[0].ci_high))
+        return Aggregate(mean, std, ci, ns, means)
+
+
+@dataclass
+class BenchmarkSection:
+    name: str
+    task: str
+    infos: list[BenchmarkInfo]  # stored info for the versions that have results (may be empty)
+    info: BenchmarkInfo | None  # the one whose default measures and stats are shown
+    measures: list[str]  # the headline measures: the stored defaults, else every measure present
+    groups: list[ConfigGroup]
+    versions: list[str]
+    slug: str = ""
+
+    @property
+    def fallback(self) -> bool:
+        return self.info is None
+
+    def all_measures(self) -> list[str]:
+        """The headline measures, then every other measure a row has, in column order."""
+        present = {m for g in self.groups for r in g.records for m in r.measures}
+        return list(self.measures) + sorted(present - set(self.measures), key=measure_sort_key)
+
+
+def _sort_value(agg: Aggregate, higher: bool) -> tuple[int, float]:
+    if agg.mean is None:
+        return (1, 0.0)
+    return (0, -agg.mean if higher else agg.mean)
+
+
+def collect(store: Store, records: list[ResultRecord] | None = None) -> list[BenchmarkSection]:
+    """Group the store's results into benchmark sections of configuration rows, sorted."""
+    records = store.results() if records is None else records
+    infos: dict[str, list[BenchmarkInfo]] = {}
+    for b in store.benchmarks():
+        infos.setdefault(b.name, []).append(b)
+
+    # one result per (configuration, seed): the most recent
+    groups: dict[tuple[str, str, str, str], dict[int, ResultRecord]] = {}
+    for rec in records:
+        key = (rec.benchmark, rec.label, rec.spec_hash, rec.benchmark_version)
+        by_seed = groups.setdefault(key, {})
+        old = by_seed.get(rec.seed)
+        if old is None or (old.created_at, old.id or 0) <= (rec.created_at, rec.id or 0):
+            by_seed[rec.seed] = rec
+
+    hashes_per_label: dict[str, set[str]] = {}
+    for (_, label, spec_hash, _) in groups:
+        hashes_per_label.setdefault(label, set()).add(spec_hash)
+
+    by_bench: dict[str, list[ConfigGroup]] = {}
+    for (bench, label, spec_hash, version), by_seed in groups.items():
+        display = label if len(hashes_per_label[label]) == 1 else f"{label} ({spec_hash[:6]})"
+        g = ConfigGroup(bench, version, label, spec_hash, [by_seed[s] for s in sorted(by_seed)], display)
+        by_bench.setdefault(bench, []).append(g)
+
+    sections: list[BenchmarkSection] = []
+    for bench, glist in by_bench.items():
+        versions = sorted({g.benchmark_version for g in glist})
+        known = [b for b in infos.get(bench, []) if b.version in versions]
+        # the version of the newest result decides the shown info; else any stored version
+        newest = max((r for g in glist for r in g.records), key=lambda r: (r.created_at, r.id or 0))
+        info = next((b for b in known if b.version == newest.benchmark_version), None)
+        if info is None:
+            info = known[0] if known else (infos[bench][-1] if infos.get(bench) else None)
+        if info is not None and info.default_measures:
+            measures = list(info.default_measures)
+        else:
+            present = {m for g in glist for r in g.records for m in r.measures}
+            measures = sorted(present, key=measure_sort_key)
+        task = info.task if info is not None else "unknown"
+        if measures:
+            first, higher = measures[0], measure_higher_is_better(measures[0])
+            glist.sort(key=lambda g: (_sort_value(g.measure(first), higher), g.display, g.benchmark_version))
+        else:
+            glist.sort(key=lambda g: (g.display, g.benchmark_version))
+        sections.append(BenchmarkSection(bench, task, known, info, measures, glist, versions))
+
+    def task_rank(s: BenchmarkSection) -> tuple[int, str, str]:
+        rank = TASK_ORDER.index(s.task) if s.task in TASK_ORDER else len(TASK_ORDER) + (s.task == "unknown")
+        return (rank, s.task, s.name)
+
+    sections.sort(key=task_rank)
+    used: set[str] = set()
+    for s in sections:
+        s.slug = slugify(s.name, used)
+    return sections
+
+
+def summary_rows(store: Store) -> list[dict[str, Any]]:
+    """The per-benchmark leaderboard rows as plain dicts, in page order.
+
+    Keys: ``benchmark``, ``benchmark_version``, ``label`` (disambiguated as on the pages),
+    ``spec_hash``, ``seeds`` (how many), ``n_queries``, then one key per headline measure with the
+    mean over seeds (``None`` when missing), in column order.
+    """
+    rows: list[dict[str, Any]] = []
+    for s in collect(store):
+        for g in s.groups:
+            row: dict[str, Any] = {
+                "benchmark": s.name,
+                "benchmark_version": g.benchmark_version,
+                "label": g.display,
+                "spec_hash": g.spec_hash,
+                "seeds": len(g.records),
+                "n_queries": max(g.n_queries, default=0),
+            }
+            for m in s.measures:
+                row[m] = g.measure(m).mean
+            rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# per-query values and paired tests
+
+
+class PerQuery:
+    """Per-query values of each stored result, read once, and their means over a group's seeds."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._by_result: dict[int, dict[str, dict[str, float]]] = {}
+
+    def result(self, rec: ResultRecord) -> dict[str, dict[str, float]]:
+        rid = int(rec.id or 0)
+        if rid not in self._by_result:
+            self._by_result[rid] = self.store.per_query(rid) if rec.id is not None else {}
+        return self._by_result[rid]
+
+    def group(self, g: ConfigGroup) -> dict[str, dict[str, float]]:
+        """``{measure: {qid: mean over the seeds that scored the query}}``."""
+        acc: dict[str, dict[str, list[float]]] = {}
+        for r in g.records:
+            for m, col in self.result(r).items():
+                d = acc.setdefault(m, {})
+                for q, v in col.items():
+                    d.setdefault(q, []).append(float(v))
+        return {m: {q: sum(v) / len(v) for q, v in col.items()} for m, col in acc.items()}
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """One row against one reference row on one measure."""
+
+    kind: str  # REFERENCE or BASELINE
+    reference: str  # the reference row's display label
+    p_raw: float  # two-sided paired randomisation test on the queries both rows scored
+    p_adj: float  # Holm-adjusted across the rows tested against this reference on this measure
+    family: int  # the number of tests in that Holm family
+    better: bool  # the row's mean is better than the reference row's
+    wins: int  # queries on which the row's value is better than the reference row's
+    ties: int  # … equal to it
+    losses: int  # … worse than it
+
+    @property
+    def significant(self) -> bool:
+        return self.p_adj == self.p_adj and self.p_adj < ALPHA
+
+
+def win_tie_loss(a: Mapping[str, float], b: Mapping[str, float], higher: bool) -> tuple[int, int, int]:
+    """How many of the queries both ``a`` and ``b`` scored ``a`` wins, ties (equal values) and loses."""
+    wins = ties = losses = 0
+    for q in a.keys() & b.keys():
+        if a[q] == b[q]:
+            ties += 1
+        elif is_better(a[q], b[q], higher):
+            wins += 1
+        else:
+            losses += 1
+    return wins, ties, losses
+
+
+def _best_index(idx: Iterable[int], means: Mapping[int, float], higher: bool) -> int | None:
+    best: int | None = None
+    for i in idx:
+        if best is None or is_better(means[i], means[best], higher):
+            best = i
+    return best
+
+
+def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str, Mapping[str, float]]],
+                 measures: Sequence[str], *, baselines: Sequence[str] = (), reference: str | None = None,
+                 n_resamples: int = N_RESAMPLES
+                 ) -> tuple[dict[tuple[int, str], list[PairedTest]], dict[str, dict[str, int]]]:
+    """Paired randomisation tests of every row against the best ``reference`` row and against the
+    best row of the ``baselines`` on each measure, on per-query values (means over seeds),
+    Holm-corrected across the rows compared with the same reference on the same measure. Returns
+    ``{(row, measure): [PairedTest]}`` and ``{measure: {REFERENCE/BASELINE: reference row}}``."""
+    out: dict[tuple[int, str], list[PairedTest]] = {}
+    refs: dict[str, dict[str, int]] = {}
+    plans: list[tuple[str, str, int, list[int], dict[int, float], bool]] = []
+    needed: dict[tuple[int, int, str], int] = {}  # the two-sided test is symmetric: one per pair
+    for m in measures:
+        higher = measure_higher_is_better(m)
+        means = {i: g.measure(m).mean for i, g in enumerate(groups)}
+        cands = [i for i in range(len(groups)) if means[i] is not None and per_query[i].get(m)]
+        fin = {i: float(means[i]) for i in cands}  # type: ignore[arg-type]
+        chosen = {
+            REFERENCE: _best_index((i for i in cands if groups[i].retriever == reference), fin, higher)
+            if reference is not None else None,
+            BASELINE: _best_index((i for i in cands if groups[i].retriever in baselines), fin, higher),
+        }
+        refs[m] = {k: v for k, v in chosen.items() if v is not None}
+        for kind, ref in chosen.items():
+            if ref is None:
+                continue
+            plans.append((m, kind, ref, cands, fin, higher))
+            for i in cands:
+                if i != ref:
+                    needed.setdefault((min(i, ref), max(i, ref), m), len(needed))
+    pairs = [(per_query[i][m], per_query[r][m]) for (i, r, m) in needed]
+    pvalues = paired_randomization_tests(pairs, n_resamples=n_resamples, seed=0)
+    for m, kind, ref, cands, fin, higher in plans:
+        raw = {str(i): pvalues[needed[(min(i, ref), max(i, ref), m)]] for i in cands if i != ref}
+        adjusted = holm(raw)
+        family = sum(1 for p in raw.values() if p == p)
+        for key, p in raw.items():
+            i = int(key)
+            if p != p:
+                continue
+            out.setdefault((i, m), []).append(PairedTest(
+                kind, groups[ref].display, p, adjusted[key], family, is_better(fin[i], fin[ref], higher),
+                *win_tie_loss(per_query[i][m], per_query[ref][m], higher)))
+    return out, refs
+
+
+# --------------------------------------------------------------------------------------------
+# the comparison objects
+
+
+@dataclass
+class BenchmarkComparison:
+    """One benchmark: its rows and every row's tests against the two references."""
+
+    section: BenchmarkSection
+    measures: list[str]  # every measure a row has: the headline ones first
+    per_query: list[dict[str, dict[str, float]]]  # per row: {measure: {qid: mean over seeds}}
+    tests: dict[tuple[int, str], list[PairedTest]]  # (row index, measure) → its tests
+    references: dict[str, dict[str, int]]  # measure → {REFERENCE/BASELINE: reference row index}
+    baselines: tuple[str, ...]
+    reference: str | None
+    suite: str | None  # the suite whose baselines and reference apply
+
+    @property
+    def name(self) -> str:
+        return self.section.name
+
+    @property
+    def task(self) -> str:
+        return self.section.task
+
+    @property
+    def slug(self) -> str:
+        return self.section.slug
+
+    @property
+    def groups(self) -> list[ConfigGroup]:
+        return self.section.groups
+
+    @property
+    def headline(self) -> list[str]:
+        return self.section.measures
+
+    def is_baseline(self, g: ConfigGroup) -> bool:
+        return g.retriever in self.baselines
+
+    def tests_of(self, row: int, measure: str) -> list[PairedTest]:
+        return self.tests.get((row, measure), [])
+
+
+@dataclass
+class SuiteRow:
+    """One configuration label in a suite's table."""
+
+    label: str
+    coverage: int  # the suite's benchmarks the label ran on
+    means: dict[str, float | None]  # headline measure → mean over those benchmarks
+    counts: dict[str, int]  # headline measure → how many benchmarks that mean is over
+    per_benchmark: dict[str, float | None]  # benchmark → its first headline measure (None: not run)
+
+
+@dataclass
+class SuiteComparison:
+    name: str
+    description: str
+    measures: list[str]  # the headline measures; the first orders the rows
+    benchmarks: list[BenchmarkSection]
+    rows: list[SuiteRow]
+
+    @property
+    def first(self) -> str | None:
+        return self.measures[0] if self.measures else None
+
+    @property
+    def other(self) -> bool:
+        return self.name == OTHER_SUITE
+
+
+@dataclass
+class Leaderboard:
+    records: list[ResultRecord]
+    benchmarks: list[BenchmarkComparison]
+    suites: list[SuiteComparison]
+    sweeps: dict[str, list[Mapping[str, Any]]]  # benchmark → its stored sweeps
+    per_query: PerQuery
+    n_resamples: int = N_RESAMPLES
+    alpha: float = ALPHA
+
+    @property
+    def harness_versions(self) -> list[str]:
+        return sorted({r.harness_version for r in self.records})
+
+    @property
+    def sweep_only(self) -> dict[str, list[Mapping[str, Any]]]:
+        """The sweeps of benchmarks that have no leaderboard results (often train/dev splits)."""
+        shown = {b.name for b in self.benchmarks}
+        return {name: ds for name, ds in self.sweeps.items() if name and name not in shown}
+
+    def labels(self) -> list[str]:
+        """Every configuration label shown, sorted."""
+        return sorted({g.display for b in self.benchmarks for g in b.groups})
+
+    def rows_of(self, label: str) -> list[tuple[BenchmarkComparison, ConfigGroup]]:
+        """The rows of one configuration label, in benchmark order."""
+        return [(b, g) for b in self.benchmarks for g in b.groups if g.display == label]
+
+
+def _prefer(g: ConfigGroup, cur: ConfigGroup, shown: str | None) -> bool:
+    if (g.benchmark_version == shown) != (cur.benchmark_version == shown):
+        return g.benchmark_version == shown
+    return (g.newest.created_at, g.newest.id or 0) > (cur.newest.created_at, cur.newest.id or 0)
+
+
+def suite_comparison(name: str, description: str, measures: Sequence[str],
+                     secs: Sequence[BenchmarkSection]) -> SuiteComparison:
+    """Per configuration label, per benchmark, the row of the shown version (else the newest);
+    headline measures averaged over the benchmarks the label has them on; rows ordered by the
+    first headline measure, best first, then by label."""
+    table: dict[str, dict[str, ConfigGroup]] = {}
+    for s in secs:
+        shown = s.info.version if s.info is not None else None
+        for g in s.groups:
+            cur = table.setdefault(g.display, {}).get(s.name)
+            if cur is None or _prefer(g, cur, shown):
+                table[g.display][s.name] = g
+    first = measures[0] if measures else None
+    rows = []
+    for label, per_bench in table.items():
+        means: dict[str, float | None] = {}
+        counts: dict[str, int] = {}
+        for m in measures:
+            vals = [v for v in (g.measure(m).mean for g in per_bench.values()) if v is not None]
+            means[m], counts[m] = _mean(vals), len(vals)
+        per_benchmark = {s.name: per_bench[s.name].measure(first).mean if first and s.name in per_bench else None
+                         for s in secs}
+        rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark))
+    if first:
+        higher = measure_higher_is_better(first)
+        rows.sort(key=lambda r: ((1, 0.0) if r.means[first] is None
+                                 else (0, -r.means[first] if higher else r.means[first]), r.label))
+    else:
+        rows.sort(key=lambda r: r.label)
+    return SuiteComparison(name, description, list(measures), list(secs), rows)
+
+
+def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec]) -> list[SuiteComparison]:
+    """A table per suite with a headline that has stored benchmarks, in registry order, then the
+    ``other`` table of the benchmarks none of them lists (headline: each one's home suite's, else
+    its first measure)."""
+    members: list[tuple[SuiteSpec, list[BenchmarkSection]]] = []
+    placed: set[str] = set()
+    for spec in specs:
+        if not spec.headline:
+            continue
+        names = list(spec.benchmarks)
+        secs = [s for s in sections if base_name(s.name) in names]
+        secs.sort(key=lambda s: (names.index(base_name(s.name)), s.name))
+        if secs:
+            members.append((spec, secs))
+            placed |= {s.name for s in secs}
+    out = [suite_comparison(spec.name, spec.description, spec.headline, secs) for spec, secs in members]
+    rest = [s for s in sections if s.name not in placed]
+    if rest:
+        measures: list[str] = []
+        for s in rest:
+            home = home_suite(s.name, s.task, specs)
+            for m in (home.headline if home is not None else ()) or tuple(s.measures[:1]):
+                if m not in measures:
+                    measures.append(m)
+        out.append(suite_comparison(OTHER_SUITE, "", measures, rest))
+    return out
+
+
+def compare(store: Store, *, n_resamples: int = N_RESAMPLES) -> Leaderboard:
+    """Every comparison the leaderboard shows, from the store and the registered suites."""
+    records = store.results()
+    sections = collect(store, records)
+    specs = declared_suites()
+    per_query = PerQuery(store)
+    sweeps: dict[str, list[Mapping[str, Any]]] = {}
+    for d in store.sweeps():
+        sweeps.setdefault(str(d.get("benchmark", "")), []).append(d)
+
+    benchmarks = []
+    for s in sections:
+        measures = s.all_measures()
+        pq = [per_query.group(g) for g in s.groups]
+        spec = comparison_suite(s.name, s.task, specs)
+        baselines = spec.baselines if spec is not None else ()
+        reference = spec.reference if spec is not None else None
+        tests, refs = significance(s.groups, pq, measures, baselines=baselines, reference=reference,
+                                   n_resamples=n_resamples)
+        benchmarks.append(BenchmarkComparison(s, measures, pq, tests, refs, baselines, reference,
+                                              spec.name if spec is not None else None))
+    return Leaderboard(records, benchmarks, suite_comparisons(sections, specs), sweeps, per_query, n_resamples)

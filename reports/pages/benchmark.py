@@ -1,0 +1,315 @@
+"""``bench/<slug>.html``, one per benchmark: every stored measure (mean with the 95% bootstrap CI
+for one seed, ± the std over seeds for several), significance marks against the reference row (†)
+and the best baseline row (‡), per-category breakdowns, violation-survival curves, score
+separation and sensitivity heatmaps. Benchmarks that only have parameter sweeps get a page too."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Iterable, Mapping, Sequence
+
+from harness.measures import group_by, parse_measure
+from harness.store import ResultRecord
+
+from .. import plots
+from ..compare import BASELINE, REFERENCE, BenchmarkComparison, PairedTest, measure_higher_is_better
+from ..sweeps import SweepGrid, sweep_grids
+from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
+from .common import Site, fmt_count, header, initial_aria, json_value, raw
+
+MARKS = {REFERENCE: "†", BASELINE: "‡"}
+
+
+def reference_name(b: BenchmarkComparison, kind: str) -> str:
+    """How a reference is named in titles: the reference retriever, or "best baseline"."""
+    return str(b.reference) if kind == REFERENCE else "best baseline"
+
+
+def mark_title(b: BenchmarkComparison, t: PairedTest) -> str:
+    ref = b.reference if t.kind == REFERENCE else "the best baseline"
+    word = "better" if t.better else "worse"
+    return (f"{word} than {t.reference} ({ref}): Holm-adjusted p = {fmt_p(t.p_adj)} "
+            f"(raw p = {fmt_p(t.p_raw)}, {t.family} comparison{'s' if t.family != 1 else ''})")
+
+
+def meta(b: BenchmarkComparison) -> dict[str, Any]:
+    s = b.section
+    info = s.info
+    stats = []
+    if info is not None:
+        st = info.stats or {}
+        for key, name in (("queries", "queries"), ("judged_queries", "judged queries"),
+                          ("documents", "documents"), ("pairs", "pairs")):
+            v = st.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and (key != "pairs" or v > 0):
+                stats.append({"name": name, "value": fmt_count(float(v))})
+    return {
+        "name": s.name,
+        "slug": s.slug,
+        "task": s.task,
+        "fallback": s.fallback,
+        "versions": s.versions,
+        "version_shown": info.version if info is not None else "",
+        "unregistered_versions": [v for v in s.versions if v not in {i.version for i in s.infos}],
+        "multi_version": len(s.versions) > 1,
+        "description": info.description if info is not None else "",
+        "source": info.source if info is not None else "",
+        "license": info.license if info is not None else "",
+        "stats": stats,
+    }
+
+
+def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
+    measures = b.measures
+    n_queries_all = {n for g in b.groups for n in g.n_queries}
+    first = measures[0] if measures else None
+    headers = []
+    for m in measures:
+        n_note = n_title = ""
+        if measure_counted(m):
+            ns = {n for g in b.groups for n in g.measure(m).n}
+            if ns and ns != n_queries_all:
+                n_note = "n=" + "/".join(str(n) for n in sorted(ns))
+                n_title = f"{m} is averaged over {n_note[2:]} of the judged queries"
+        headers.append(header(m, headline=m in b.headline, n_note=n_note, n_title=n_title,
+                              aria=initial_aria(first) if m == first else ""))
+
+    aggs = [[g.measure(m) for m in measures] for g in b.groups]
+    best: list[Decimal | None] = []
+    for j, m in enumerate(measures):
+        dec = measure_decimals(m)
+        vals = [round_half_up(row[j].mean, dec) for row in aggs if row[j].mean is not None]
+        best.append((max(vals) if measure_higher_is_better(m) else min(vals)) if vals else None)
+
+    rows = []
+    for i, (g, row_aggs) in enumerate(zip(b.groups, aggs)):
+        cells = []
+        for j, (m, agg) in enumerate(zip(measures, row_aggs)):
+            dec = measure_decimals(m)
+            extra, title = "", []
+            if agg.mean is not None:
+                if agg.std is not None:
+                    extra = f"± {fmt_num(agg.std, dec)}"
+                    title.append("per seed: " + ", ".join(fmt_num(v, dec) for v in agg.values))
+                elif agg.ci is not None:
+                    extra = f"[{fmt_num(agg.ci[0], 2)}, {fmt_num(agg.ci[1], 2)}]"
+                    title.append("95% bootstrap CI")
+                if measure_counted(m) and agg.n and set(agg.n) != set(g.n_queries):
+                    title.append("n=" + "/".join(map(str, agg.n)))
+            tests = b.tests_of(i, m)
+            marks = [{"symbol": MARKS[t.kind], "kind": t.kind, "title": mark_title(b, t), "p": repr(t.p_adj),
+                      "better": t.better} for t in tests if t.significant]
+            title += [f"vs {t.reference} ({reference_name(b, t.kind)}): Holm-adjusted p = {fmt_p(t.p_adj)}"
+                      for t in tests]
+            cells.append({
+                "measure": m,
+                "raw": raw(agg.mean),
+                "value": fmt_num(agg.mean, dec),
+                "extra": extra,
+                "title": "; ".join(title),
+                "best": agg.mean is not None and best[j] is not None and round_half_up(agg.mean, dec) == best[j],
+                "marks": marks,
+            })
+        nq = g.n_queries
+        rows.append({
+            "label": g.display,
+            "slug": site.retriever_slugs[g.display],
+            "retriever": g.retriever,
+            "baseline": b.is_baseline(g),
+            "spec_hash": g.spec_hash,
+            "title": (f"{g.retriever} · spec {g.spec_hash} · benchmark version {g.benchmark_version} · harness "
+                      + ", ".join(sorted({r.harness_version for r in g.records}))
+                      + " · k=" + ", ".join(str(k) for k in sorted({r.k for r in g.records}))),
+            "version": g.benchmark_version[:8],
+            "cells": cells,
+            "seeds": str(len(g.records)),
+            "seed_links": [{"seed": r.seed, "href": "../" + site.drilldowns[int(r.id or 0)]} for r in g.records
+                           if int(r.id or 0) in site.drilldowns],
+            "seeds_title": "seeds " + ", ".join(str(x) for x in g.seeds),
+            "n_queries_raw": str(max(nq, default=0)),
+            "queries": "–".join(f"{n:,}" for n in ([nq[0], nq[-1]] if len(nq) > 1 else nq)),
+            "missing": f"({g.n_missing:,} missing)" if g.n_missing > 0 else "",
+        })
+    return {"headers": headers, "rows": rows}
+
+
+def legend_refs(b: BenchmarkComparison) -> list[dict[str, str]]:
+    out = []
+    for m in b.measures:
+        r = b.references.get(m, {})
+        if r:
+            out.append({"measure": m,
+                        "reference": b.groups[r[REFERENCE]].display if REFERENCE in r else DASH,
+                        "baseline": b.groups[r[BASELINE]].display if BASELINE in r else DASH})
+    return out
+
+
+def breakdowns(b: BenchmarkComparison) -> list[dict[str, Any]]:
+    info = b.section.info
+    groups_by_key = (info.stats or {}).get("query_groups") if info is not None else None
+    if not isinstance(groups_by_key, dict) or not groups_by_key:
+        return []
+    out = []
+    used: set[str] = set()
+    for key, mapping in groups_by_key.items():
+        if not isinstance(mapping, dict) or not mapping:
+            continue
+        for m in b.headline:
+            per_row = [group_by({m: pq.get(m, {})}, mapping, [m])[m] for pq in b.per_query]
+            names = sorted({name for row in per_row for name in row})
+            if not names:
+                continue
+            counts = {name: max((row[name].n for row in per_row if name in row), default=0) for name in names}
+            rows = []
+            for g, row in zip(b.groups, per_row):
+                rows.append({"label": g.display, "cells": [
+                    {"raw": raw(row[n].mean) if n in row else "",
+                     "value": fmt_num(row[n].mean, measure_decimals(m)) if n in row else DASH,
+                     "title": f"{row[n].n} queries" if n in row else ""} for n in names]})
+            out.append({
+                "key": str(key),
+                "measure": m,
+                "id": "breakdown-" + slugify(f"{key}-{m}", used),
+                "columns": [{"name": n, "n": counts[n]} for n in names],
+                "higher": measure_higher_is_better(m),
+                "rows": rows,
+            })
+    return out
+
+
+def _fvr_measures(measures: Iterable[str]) -> list[tuple[str, int]]:
+    out = []
+    for m in measures:
+        try:
+            pm = parse_measure(m)
+        except ValueError:
+            continue
+        if pm.base == "FVR" and pm.k:
+            out.append((m, pm.k))
+    return out
+
+
+def survival(site: Site, b: BenchmarkComparison) -> list[dict[str, Any]]:
+    """One chart per FVR@k measure: S(r) per configuration, the mean over its seeds of each seed's
+    curve over the queries that have a first-violating-rank value."""
+    out = []
+    for m, k in _fvr_measures(b.measures):
+        series = []
+        rows = []
+        for g in b.groups:
+            curves = []
+            nq = []
+            for r in g.records:
+                ranks = list(site.board.per_query.result(r).get(m, {}).values())
+                if ranks:
+                    curves.append(plots.survival_curve(ranks, k))
+                    nq.append(len(ranks))
+            if not curves:
+                continue
+            curve = [sum(c[i] for c in curves) / len(curves) for i in range(k + 1)]
+            series.append((g.display, list(range(k + 1)), curve))
+            rows.append({"label": g.display, "n": "/".join(str(n) for n in sorted(set(nq))),
+                         "cells": [{"raw": repr(float(v)), "value": fmt_num(v, 3)} for v in curve]})
+        if not series:
+            continue
+        svg = plots.line_chart_svg(series, title=f"Violation survival ({m})", x_label="rank r",
+                                   y_label="share of queries with no violation in the top r")
+        out.append({"measure": m, "k": k, "ranks": list(range(k + 1)), "svg": svg, "rows": rows})
+    return out
+
+
+def _separation_of(rec: ResultRecord) -> dict[str, Any]:
+    analysis = rec.extra.get("analysis") if isinstance(rec.extra, dict) else None
+    sep = analysis.get("score_separation") if isinstance(analysis, dict) else None
+    return sep if isinstance(sep, dict) and sep else {}
+
+
+def separation(b: BenchmarkComparison) -> list[dict[str, Any]]:
+    out = []
+    for g in b.groups:
+        rec = next((r for r in g.records if _separation_of(r)), None)
+        if rec is None:
+            continue
+        sep = _separation_of(rec)
+        hist = []
+        stats = []
+        for role, word in (("compat", "trained" if "base" in sep else "compatibility"), ("base", "base")):
+            d = sep.get(role)
+            if not isinstance(d, dict) or not isinstance(d.get("margins"), dict) or not d["margins"]:
+                continue
+            model = str(d.get("model", role))
+            margins = [float(v) for v in d["margins"].values() if finite(v)]
+            name = f"{model} ({word})"
+            # an artifact directory is named by its last component in the legend (the full
+            # path stays in the table below)
+            short = model.rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", "~", ".")) else model
+            hist.append((f"{word}: {short}", margins))
+            stats.append({"name": name, "queries": str(d.get("queries", len(margins))),
+                          "mean": fmt_num(d.get("margin_mean"), 3), "median": fmt_num(d.get("margin_median"), 3),
+                          "positive": fmt_num(d.get("positive_share"), 3)})
+        if not hist:
+            continue
+        svg = plots.histogram_svg(hist, title=f"Score separation: {g.display}",
+                                  x_label="mean s(q, satisfying) − mean s(q, violating)")
+        out.append({"label": g.display, "seed": rec.seed, "seeds": len(g.records), "svg": svg, "stats": stats})
+    return out
+
+
+def sweep_views(grids: Sequence[SweepGrid]) -> list[dict[str, Any]]:
+    """A line chart or heatmap per chart of each sweep grid."""
+    out = []
+    for grid in grids:
+        caption = (f"seed {grid.seed}, k={grid.k}, benchmark version {grid.benchmark_version[:8]}"
+                   + ("; fixed: " + ", ".join(f"{k}={json_value(v)}" for k, v in grid.fixed.items())
+                      if grid.fixed else ""))
+        charts = []
+        for ch in grid.charts:
+            m = ch.measure
+            if not ch.heatmap:
+                pts = [(x, y) for x, y in zip(ch.x, ch.line) if y is not None]
+                charts.append({"measure": m, "axes": ch.x_name, "svg": plots.line_chart_svg(
+                    [(m, [p[0] for p in pts], [p[1] for p in pts])],
+                    title=f"{grid.retriever}: {m} over {ch.x_name}", x_label=ch.x_name, y_label=m,
+                    y_range=None), "note": ""})
+                continue
+            axes = f"{ch.x_name} × {ch.y_name}"
+            svg = plots.heatmap_svg(ch.x, ch.y, ch.z, title=f"{grid.retriever}: {m} over {axes}",
+                                    x_label=ch.x_name, y_label=ch.y_name,
+                                    higher_is_better=measure_higher_is_better(m),
+                                    value_format=f"{{:.{measure_decimals(m)}f}}")
+            charts.append({"measure": m, "axes": axes, "svg": svg,
+                           "note": "mean over the other swept parameters" if ch.averaged else ""})
+        out.append({"retriever": grid.retriever, "caption": caption, "charts": charts})
+    return out
+
+
+def _context(site: Site, reference: str | None, baselines: Sequence[str]) -> dict[str, Any]:
+    return {"reference": reference or "", "baselines": list(baselines), "alpha": site.board.alpha,
+            "n_resamples": site.board.n_resamples, "mark_reference": MARKS[REFERENCE], "mark_baseline": MARKS[BASELINE]}
+
+
+def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    task = next((str(d.get("task")) for d in sweeps if d.get("task")), "unknown")
+    return {"name": name, "slug": slug, "task": task, "fallback": False, "versions": [], "version_shown": "",
+            "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
+            "stats": [], "table": {"headers": [], "rows": []}, "refs": [], "breakdowns": [], "survival": [],
+            "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
+
+
+def render(site: Site) -> None:
+    for b in site.board.benchmarks:
+        view = {
+            **meta(b),
+            "table": results_table(site, b),
+            "refs": legend_refs(b),
+            "breakdowns": breakdowns(b),
+            "survival": survival(site, b),
+            "separation": separation(b),
+            "sweeps": sweep_views(sweep_grids(site.board.sweeps.get(b.name, []))),
+            "has_results": True,
+        }
+        site.page("bench.html", f"bench/{b.slug}.html", sec=view, **_context(site, b.reference, b.baselines))
+    for name, sweeps in site.board.sweep_only.items():
+        slug = site.sweep_slugs[name]
+        view = _sweep_only_view(name, slug, sweeps)
+        site.page("bench.html", f"bench/{slug}.html", sec=view, **_context(site, None, ()))

@@ -1,0 +1,143 @@
+"""What every page module shares: the Jinja environment, the site being written (its folder,
+page names and the pages written so far) and the small cell and header builders.
+
+Every string that comes from the store is user-controlled and goes through Jinja's autoescaping;
+the only ``|safe`` in the templates inserts the SVG strings :mod:`reports.plots` builds (which
+escape their own text). File names and anchors derived from names are slugs (``[a-z0-9-]``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from harness.store import Store
+
+from ..compare import Leaderboard, measure_higher_is_better
+from ..text import finite, slugify
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def sort_script() -> str:
+    """The text of the one inline script every page carries (column sorting)."""
+    return (TEMPLATES / "_sort.js").read_text(encoding="utf-8")
+
+
+def write(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file, so a reader never sees half a page."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+@dataclass
+class Site:
+    """The site being written: where, the names of its pages, and what was written so far."""
+
+    out_dir: Path
+    store: Store  # benchmark content and rankings for the drill-down pages
+    board: Leaderboard
+    title: str
+    generated_at: _dt.datetime
+    env: Environment = field(default_factory=environment)
+    retriever_slugs: dict[str, str] = field(default_factory=dict)  # label → page name
+    drilldowns: dict[int, str] = field(default_factory=dict)  # result id → path from the site root
+    sweep_slugs: dict[str, str] = field(default_factory=dict)  # sweep-only benchmark → page name
+    written: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        used: set[str] = set()
+        self.retriever_slugs = {label: slugify(label, used) for label in self.board.labels()}
+        per_label: dict[str, set[str]] = {}
+        for b in self.board.benchmarks:
+            for g in b.groups:
+                names = per_label.setdefault(g.display, set())
+                for r in g.records:
+                    name = slugify(f"{b.slug}-seed{r.seed}", names)
+                    self.drilldowns[int(r.id or 0)] = f"retriever/{self.retriever_slugs[g.display]}/{name}.html"
+        bench_used = {b.slug for b in self.board.benchmarks}
+        self.sweep_slugs = {name: slugify(name, bench_used) for name in self.board.sweep_only}
+
+    @property
+    def common(self) -> dict[str, Any]:
+        """What every template is given besides its own page's view."""
+        now = self.generated_at.astimezone(_dt.timezone.utc)
+        return {
+            "title": self.title,
+            "generated": now.strftime("%Y-%m-%d %H:%M UTC"),
+            "generated_iso": now.isoformat(timespec="seconds"),
+            "n_results": len(self.board.records),
+            "harness_versions": self.board.harness_versions,
+        }
+
+    def page(self, template: str, rel: str, **ctx: Any) -> None:
+        """Render ``template`` to ``rel`` (a path from the site root; links inside it are relative)."""
+        root = "../" * rel.count("/")
+        write(self.out_dir / rel, self.env.get_template(template).render(**self.common, root=root, **ctx))
+        self.written.add(rel)
+
+
+# --------------------------------------------------------------------------------------------
+# cells and headers
+
+
+def raw(x: float | None) -> str:
+    """A ``data-value``: the number as Python writes it, empty when missing."""
+    return repr(float(x)) if finite(x) else ""
+
+
+def mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt_count(x: float) -> str:
+    return f"{int(round(x)):,}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+
+def json_dump(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def json_value(v: Any) -> str:
+    return v if isinstance(v, str) else json_dump(v)
+
+
+def header(m: str, *, sort: str = "num", headline: bool = False, n_note: str = "", n_title: str = "",
+           aria: str = "") -> dict[str, Any]:
+    higher = measure_higher_is_better(m)
+    return {
+        "name": m,
+        "arrow": "↑" if higher else "↓",
+        "direction": "higher is better" if higher else "lower is better",
+        "n_note": n_note,
+        "n_title": n_title,
+        "sort": sort,
+        "headline": headline,
+        "aria": aria,
+    }
+
+
+def initial_aria(m: str | None) -> str:
+    """The ``aria-sort`` of the column a table is rendered ordered by (best first)."""
+    if m is None:
+        return ""
+    return "descending" if measure_higher_is_better(m) else "ascending"
+

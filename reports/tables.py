@@ -1,0 +1,342 @@
+"""The leaderboard's comparisons as tables for a paper: JSON, Markdown or LaTeX.
+
+One document per suite table (:class:`reports.compare.SuiteComparison`) and one per benchmark
+(:class:`reports.compare.BenchmarkComparison`), named ``suite/<slug>.<ext>`` and
+``bench/<slug>.<ext>`` (:func:`documents`). JSON holds every measure of every row: the mean, the
+per-seed means, the standard deviation over seeds or the single seed's 95% bootstrap CI, and each
+paired test (raw and Holm-adjusted p, win/tie/loss counts); it is strict JSON (a missing or
+non-finite number is ``null``). Markdown (GitHub tables) and LaTeX (``booktabs``) tables show a
+benchmark's headline measures with the site's marks: the best value of a column in bold, † / ‡
+where a row differs from the reference / best baseline row. Every string from the store is
+escaped for the format it is written in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .compare import (BASELINE, REFERENCE, Aggregate, BenchmarkComparison, ConfigGroup, Leaderboard,
+                      SuiteComparison, measure_higher_is_better)
+from .text import fmt_num, measure_decimals, round_half_up, slugify
+
+FORMATS = {"json": "json", "md": "md", "latex": "tex"}  # format → file extension
+MARKS = {REFERENCE: "†", BASELINE: "‡"}
+
+
+# --------------------------------------------------------------------------------------------
+# escaping
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~$])")
+_TEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
+_TEX_RE = re.compile("|".join(re.escape(c) for c in _TEX_SPECIAL))
+
+
+def md_escape(text: str) -> str:
+    """Text for a Markdown table cell: markup characters backslash-escaped (``|`` included, which
+    would end the cell), line breaks as spaces."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
+def tex_escape(text: str) -> str:
+    """Text for LaTeX: the ten special characters (and ``<``, ``>``, ``|``, which the default font
+    encoding draws as other glyphs) as commands, line breaks as spaces."""
+    return _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], " ".join(str(text).splitlines()))
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with tuples as lists and non-finite numbers as ``None``."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _aggregate_data(agg: Aggregate) -> dict[str, Any]:
+    return {"mean": agg.mean, "std": agg.std, "ci": agg.ci, "n": agg.n, "per_seed": agg.values}
+
+
+def benchmark_data(b: BenchmarkComparison, *, alpha: float, n_resamples: int) -> dict[str, Any]:
+    info = b.section.info
+    rows = []
+    for i, g in enumerate(b.groups):
+        measures = {}
+        for m in b.measures:
+            measures[m] = {**_aggregate_data(g.measure(m)), "tests": [
+                {"against": t.kind, "reference": t.reference, "p": t.p_raw, "p_holm": t.p_adj, "family": t.family,
+                 "significant": t.significant, "better": t.better, "wins": t.wins, "ties": t.ties,
+                 "losses": t.losses} for t in b.tests_of(i, m)]}
+        rows.append({"label": g.display, "retriever": g.retriever, "spec_hash": g.spec_hash,
+                     "benchmark_version": g.benchmark_version, "baseline": b.is_baseline(g), "seeds": g.seeds,
+                     "n_queries": g.n_queries, "measures": measures})
+    return {
+        "benchmark": b.name, "task": b.task, "version": info.version if info is not None else None,
+        "versions": b.section.versions, "headline": b.headline, "measures": b.measures,
+        "suite": b.suite, "reference": b.reference, "baselines": b.baselines, "alpha": alpha,
+        "n_resamples": n_resamples,
+        "references": {m: {kind: b.groups[i].display for kind, i in refs.items()} for m, refs in b.references.items()},
+        "rows": rows,
+    }
+
+
+def suite_data(s: SuiteComparison) -> dict[str, Any]:
+    return {
+        "suite": s.name, "description": s.description, "headline": s.measures,
+        "benchmarks": [b.name for b in s.benchmarks],
+        "rows": [{"label": r.label, "coverage": r.coverage,
+                  "measures": {m: {"mean": r.means[m], "benchmarks": r.counts[m]} for m in s.measures},
+                  "per_benchmark": r.per_benchmark} for r in s.rows],
+    }
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(_plain(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# table cells, shared by Markdown and LaTeX
+
+
+@dataclass
+class _Cell:
+    value: str  # the mean, as on the site ("–" when missing)
+    best: bool  # the best value of its column (after rounding)
+    marks: list[str]  # REFERENCE / BASELINE: the significant tests
+    std: str = ""  # over seeds, with several
+    ci: tuple[str, str] | None = None  # a single seed's 95% bootstrap CI
+
+
+def _cells(b: BenchmarkComparison) -> list[list[_Cell]]:
+    measures = b.headline
+    aggs = [[g.measure(m) for m in measures] for g in b.groups]
+    best = []
+    for j, m in enumerate(measures):
+        vals = [round_half_up(row[j].mean, measure_decimals(m)) for row in aggs if row[j].mean is not None]
+        best.append((max(vals) if measure_higher_is_better(m) else min(vals)) if vals else None)
+    table = []
+    for i, row in enumerate(aggs):
+        cells = []
+        for j, (m, agg) in enumerate(zip(measures, row)):
+            dec = measure_decimals(m)
+            cell = _Cell(fmt_num(agg.mean, dec),
+                         agg.mean is not None and round_half_up(agg.mean, dec) == best[j],
+                         [t.kind for t in b.tests_of(i, m) if t.significant])
+            if agg.mean is not None and agg.std is not None:
+                cell.std = fmt_num(agg.std, dec)
+            elif agg.mean is not None and agg.ci is not None:
+                cell.ci = (fmt_num(agg.ci[0], 2), fmt_num(agg.ci[1], 2))
+            cells.append(cell)
+        table.append(cells)
+    return table
+
+
+def _queries(g: ConfigGroup) -> str:
+    nq = g.n_queries
+    return "–".join(f"{n:,}" for n in ([nq[0], nq[-1]] if len(nq) > 1 else nq))
+
+
+def _arrow(m: str) -> str:
+    return "↑" if measure_higher_is_better(m) else "↓"
+
+
+def _legend(b: BenchmarkComparison, code: Callable[[str], str], alpha: float, n_resamples: int) -> str:
+    parts = []
+    if b.reference:
+        parts.append(f"{MARKS[REFERENCE]} differs from the best {code(b.reference)} row")
+    if b.baselines:
+        parts.append(f"{MARKS[BASELINE]} from the best baseline row ({', '.join(code(x) for x in b.baselines)})")
+    tests = (f"{' and '.join(parts)}: Holm-adjusted p < {alpha}, two-sided paired randomisation test on "
+             f"per-query values ({n_resamples:,} sign flips). " if parts else "")
+    return ("Mean over the judged queries; [95% bootstrap CI] with one seed, ± the standard deviation over "
+            f"seeds with several. Bold: the best value of a column. {tests}↑ higher is better, ↓ lower is better.")
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_code(text: str) -> str:
+    """Inline code, unless the text holds a backtick (then escaped plain text)."""
+    return f"`{text}`" if "`" not in text else md_escape(text)
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown_benchmark(b: BenchmarkComparison, *, alpha: float, n_resamples: int) -> str:
+    info = b.section.info
+    lines = [f"## {md_escape(b.name)}", ""]
+    meta = [md_escape(b.task)] + ([f"version {_md_code(info.version)}"] if info is not None else [])
+    lines += [", ".join(meta), ""]
+    head = ["retriever"] + [f"{md_escape(m)} {_arrow(m)}" for m in b.headline] + ["seeds", "queries"]
+    lines += [_md_row(head), "|" + "---|" + "--:|" * (len(head) - 1)]
+    for g, cells in zip(b.groups, _cells(b)):
+        out = [md_escape(g.display)]
+        for c in cells:
+            text = f"**{c.value}**" if c.best else c.value
+            text += "".join(MARKS[k] for k in c.marks)
+            if c.std:
+                text += f" ± {c.std}"
+            elif c.ci:
+                text += f" [{c.ci[0]}, {c.ci[1]}]"
+            out.append(text)
+        out += [str(len(g.records)), _queries(g)]
+        lines.append(_md_row(out))
+    lines += ["", _legend(b, _md_code, alpha, n_resamples), ""]
+    return "\n".join(lines)
+
+
+def markdown_suite(s: SuiteComparison) -> str:
+    lines = [f"## {md_escape(s.name)}", ""]
+    if s.description:
+        lines += [md_escape(s.description), ""]
+    head = (["retriever"] + [f"{md_escape(m)} {_arrow(m)}" for m in s.measures] + ["benchmarks"]
+            + [md_escape(b.name) for b in s.benchmarks])
+    lines += [_md_row(head), "|" + "---|" + "--:|" * (len(head) - 1)]
+    first = s.first or ""
+    for r in s.rows:
+        lines.append(_md_row([md_escape(r.label)] + [fmt_num(r.means[m], measure_decimals(m)) for m in s.measures]
+                             + [f"{r.coverage}/{len(s.benchmarks)}"]
+                             + [fmt_num(r.per_benchmark[b.name], measure_decimals(first)) for b in s.benchmarks]))
+    note = "Headline columns: the mean over this table's benchmarks the row was run on."
+    if s.first:
+        note += f" Benchmark columns: {md_escape(s.first)}."
+    lines += ["", note, ""]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# LaTeX
+
+
+_TEX_MARKS = {REFERENCE: r"\textsuperscript{\dag}", BASELINE: r"\textsuperscript{\ddag}"}
+
+
+def _tex_measure(m: str) -> str:
+    return f"{tex_escape(m)} $\\{'uparrow' if measure_higher_is_better(m) else 'downarrow'}$"
+
+
+def _tex_num(text: str) -> str:
+    return text.replace("–", "--")
+
+
+def _tex_table(caption: str, label: str, head: list[str], rows: list[list[str]]) -> str:
+    lines = [
+        "\\begin{table}[t]",
+        "  \\centering",
+        f"  \\caption{{{caption}}}",
+        f"  \\label{{tab:{label}}}",
+        f"  \\begin{{tabular}}{{l{'r' * (len(head) - 1)}}}",
+        "    \\toprule",
+        "    " + " & ".join(head) + " \\\\",
+        "    \\midrule",
+    ]
+    lines += ["    " + " & ".join(r) + " \\\\" for r in rows]
+    lines += ["    \\bottomrule", "  \\end{tabular}", "\\end{table}", ""]
+    return "\n".join(lines)
+
+
+def latex_benchmark(b: BenchmarkComparison, *, alpha: float, n_resamples: int) -> str:
+    head = ["Retriever"] + [_tex_measure(m) for m in b.headline] + ["Seeds", "Queries"]
+    rows = []
+    for g, cells in zip(b.groups, _cells(b)):
+        out = [tex_escape(g.display)]
+        for c in cells:
+            text = f"\\textbf{{{_tex_num(c.value)}}}" if c.best else _tex_num(c.value)
+            text += "".join(_TEX_MARKS[k] for k in c.marks)
+            if c.std:
+                text += f" $\\pm$ {_tex_num(c.std)}"
+            elif c.ci:
+                text += f" {{\\scriptsize [{_tex_num(c.ci[0])}, {_tex_num(c.ci[1])}]}}"
+            out.append(text)
+        out += [str(len(g.records)), _tex_num(_queries(g)).replace(",", "{,}")]
+        rows.append(out)
+    legend = (tex_escape(_legend(b, str, alpha, n_resamples))
+              .replace("†", r"\dag{}").replace("‡", r"\ddag{}").replace("±", r"$\pm$")
+              .replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$"))
+    return _tex_table(f"{tex_escape(b.name)}. {legend}", f"beyondsim-{b.slug}", head, rows)
+
+
+def latex_suite(s: SuiteComparison, slug: str) -> str:
+    head = (["Retriever"] + [_tex_measure(m) for m in s.measures] + ["Benchmarks"]
+            + [tex_escape(b.name) for b in s.benchmarks])
+    first = s.first or ""
+    rows = [[tex_escape(r.label)] + [_tex_num(fmt_num(r.means[m], measure_decimals(m))) for m in s.measures]
+            + [f"{r.coverage}/{len(s.benchmarks)}"]
+            + [_tex_num(fmt_num(r.per_benchmark[b.name], measure_decimals(first))) for b in s.benchmarks]
+            for r in s.rows]
+    caption = f"{tex_escape(s.name)}: headline measures, the mean over the benchmarks a row was run on"
+    if s.first:
+        caption += f"; benchmark columns: {tex_escape(s.first)}"
+    return _tex_table(caption + ".", f"beyondsim-suite-{slug}", head, rows)
+
+
+# --------------------------------------------------------------------------------------------
+# documents
+
+
+def _suite_text(s: SuiteComparison, slug: str, fmt: str) -> str:
+    if fmt == "json":
+        return to_json(suite_data(s))
+    return markdown_suite(s) if fmt == "md" else latex_suite(s, slug)
+
+
+def _benchmark_text(b: BenchmarkComparison, fmt: str, alpha: float, n_resamples: int) -> str:
+    if fmt == "json":
+        return to_json(benchmark_data(b, alpha=alpha, n_resamples=n_resamples))
+    render = markdown_benchmark if fmt == "md" else latex_benchmark
+    return render(b, alpha=alpha, n_resamples=n_resamples)
+
+
+def documents(board: Leaderboard, fmt: str) -> list[tuple[str, str]]:
+    """``(relative path, text)`` of every table in ``fmt`` (a key of :data:`FORMATS`): the suite
+    tables first, in overview order, then the benchmarks, in page order."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown table format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    ext = FORMATS[fmt]
+    out = []
+    used: set[str] = set()
+    for s in board.suites:
+        slug = slugify(s.name, used)
+        out.append((f"suite/{slug}.{ext}", _suite_text(s, slug, fmt)))
+    for b in board.benchmarks:
+        out.append((f"bench/{b.slug}.{ext}", _benchmark_text(b, fmt, board.alpha, board.n_resamples)))
+    return out
+
+
+def combined(board: Leaderboard, fmt: str) -> str:
+    """Every table in one text: JSON as one object ``{"suites": [...], "benchmarks": [...]}``,
+    Markdown and LaTeX as the documents one after another."""
+    if fmt == "json":
+        return to_json({"suites": [suite_data(s) for s in board.suites],
+                        "benchmarks": [benchmark_data(b, alpha=board.alpha, n_resamples=board.n_resamples)
+                                       for b in board.benchmarks]})
+    return "\n".join(text for _, text in documents(board, fmt))
+
+
+def write_tables(board: Leaderboard, fmt: str, out_dir: Path) -> list[Path]:
+    """Write :func:`documents` under ``out_dir``; return the paths written."""
+    paths = []
+    for rel, text in documents(board, fmt):
+        path = out_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    return paths
