@@ -1,3 +1,3 @@
-"""beyondsim engine: types, registry, runner, metrics, ledger, store, CLI."""
+"""beyondsim engine: types, registry, runner, measures, ledger, store, CLI."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

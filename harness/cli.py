@@ -415,7 +415,7 @@ def leaderboard(
     out_dir: Path = typer.Option(Path("leaderboard"), "--out", "-o",
                                  help="Output directory; - writes md, latex or json to stdout."),
     fmt: str = typer.Option("html", "--format", "-f", help="html (the static site), md, latex or json."),
-    home: Optional[Path] = typer.Option(None, "--home", envvar="BEYONDSIM_HOME"),
+    home: HomeOpt = None,
 ) -> None:
     """Render the leaderboard from the results store: the static site (html), or the same
     comparisons as tables for a paper (md, latex, json).

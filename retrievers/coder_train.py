@@ -54,7 +54,8 @@ import numpy as np
 
 from harness.encoders import DEFAULT_ENCODER, default_device, load_encoder, model_fingerprint
 from harness.protocols import NullProgress
-from harness.runner import environment, seed_everything
+from harness.provenance import environment
+from harness.runner import seed_everything
 from harness.leakage import TrainingData, digests, family, text_digest
 
 CARD = "coder_card.json"

@@ -202,10 +202,6 @@ def optimise_embeddings(e0: np.ndarray, positives: Sequence[np.ndarray], negativ
 class DEO(DenseRetriever):
     """DEO with LLM decomposition (``decomposer="rules"`` switches to the rule-based splitter)."""
 
-    @staticmethod
-    def uses_llm(params: DeoParams) -> bool:
-        return params.decomposer == "llm"
-
     def __init__(self, params: DeoParams | None = None):
         super().__init__(params or DeoParams())
         self.last_decompositions: dict[str, Decomposition] = {}

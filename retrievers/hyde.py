@@ -86,8 +86,6 @@ def prompt_for(params: HydeParams, benchmark: str) -> str:
           description="Search by the mean embedding of the query and LLM-written passages that answer it",
           reference="Gao, Ma, Lin & Callan, ACL 2023, arXiv:2212.10496")
 class HyDE(DenseRetriever):
-    uses_llm = True
-
     def __init__(self, params: HydeParams | None = None):
         super().__init__(params or HydeParams())
         self.last_passages: dict[str, list[str]] = {}
