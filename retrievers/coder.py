@@ -3,9 +3,24 @@ composed by the two published policies (CoDeR §4, appendix F; METHODS.md).
 
 ``coder-seq``
     Candidates ``C_T(q)``: the ``depth`` (100) documents nearest to the query under ``E_T``.
-    Drop every candidate with ``s_C < τ``; rank the rest by ``α·s_T + (1−α)·s_C``.
-    ``fill="append"`` (ours, off by default) puts the dropped candidates after the kept ones,
-    in the same order, instead of leaving them out.
+    Keep every candidate with ``s_C ≥ τ`` and rank the kept ones by ``α·s_T + (1−α)·s_C``.
+    ``fill`` says what happens to the others:
+
+    * ``"topical"`` (default): they follow the kept ones in topical order (``s_T`` ↓), so the
+      filter only demotes and a ranking is never empty — when nothing reaches ``τ`` it is the
+      topical ranking. This is what the authors' code does (``nice-hku-coder/CoDeR``,
+      ``experiments/eval_retrieval_metrics.py``), which goes on past ``C_T(q)`` through the rest
+      of the corpus in topical order; here the list ends with the ``depth`` candidates;
+    * ``"none"``: they are dropped (Eq. 7 read literally); a ``τ`` above every score empties the ranking.
+
+    ``τ`` is an absolute threshold on the compatibility encoder's score scale (the paper's
+    defaults were set on its encoder trained from bge-large-en-v1.5). ``tau`` sets it;
+    ``tau_quantile=q`` calibrates it to this encoder instead: ``τ`` is the ``q``-quantile of
+    ``s_C`` over the topical candidates of the queries of ``<benchmark>:dev``, else
+    ``<benchmark>:train``, else — when the benchmark has neither — of the evaluated queries
+    themselves. Only query and document texts are read, never a judgment; ``q`` is about the
+    share of candidates the filter demotes. The result says which ``τ`` was used and where it
+    came from (``extra.retriever.tau_source``).
 
 ``coder-union``
     Pool ``C_U = C_T ∪ C_C`` (``C_C``: the ``depth`` nearest under ``E_C``). Inside the pool rank by
@@ -24,8 +39,12 @@ emit strictly decreasing scores (pytrec_eval would otherwise re-sort ties by doc
 
 Defaults by task family (the paper's): ``topical`` (BEIR-style; also used for ``completeness``)
 Seq α = 0.5, τ = 0.9 and Union α = 0.8, p = 0.8; ``constraint`` Seq α = 0.2, τ = 0.3 and Union
-α = 0.3, p = 0.1. Leave ``alpha``/``tau``/``percentile`` unset to get them; the resolved values are
-kept in the result (``extra.retriever``).
+α = 0.3, p = 0.1. Leave ``alpha``/``tau``/``percentile`` unset to get them. The result keeps
+(``extra.retriever``) the resolved values, where the filter value came from (``tau_source`` /
+``percentile_source``: a parameter, the paper's default for a task family and the scale it
+assumes, or a calibration), and per query how many candidates the filter kept (mean, min, max)
+and for how many queries it kept none. A run whose filter keeps nothing for some queries says so
+in its log.
 
 The compatibility encoder (``compat_model``):
 
@@ -50,13 +69,14 @@ CoDeR makes no LLM call.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from harness.data import default_data_dir
+from harness.data import DataError, default_data_dir
 from harness.encoders import DEFAULT_ENCODER, EncoderPool
 from harness.leakage import TrainingData
 from harness.protocols import RunContext
@@ -69,6 +89,7 @@ from .coder_train import CoderTrainConfig, artifact_dir, read_card, summarise_ca
 SEQ_DEFAULTS = {"constraint": (0.2, 0.3), "topical": (0.5, 0.9)}
 UNION_DEFAULTS = {"constraint": (0.3, 0.1), "topical": (0.8, 0.8)}
 DIRECTIONS = ("drop", "keep")
+FILLS = ("topical", "none")
 
 
 def strictly_decreasing(scores: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -87,17 +108,29 @@ def _order(fused: np.ndarray, s_c: np.ndarray, s_t: np.ndarray, idx: np.ndarray)
 
 
 def seq_policy(s_t: np.ndarray, s_c: np.ndarray, alpha: float, tau: float, k: int,
-               fill: str = "none") -> tuple[np.ndarray, np.ndarray, int]:
+               fill: str = "topical") -> tuple[np.ndarray, np.ndarray, int]:
     """CoDeR-Seq over one query's candidates (in topical order). Returns the positions of the ranked
-    candidates, their scores and how many passed the filter."""
+    candidates, their scores and how many passed the filter.
+
+    The kept candidates (``s_C ≥ τ``) come first by the fused score. With ``fill="topical"`` the
+    others follow by ``s_T`` ↓ (ties by ``s_C`` ↓, then position), scored by their ``s_T`` shifted
+    to sit just below the last kept one (unshifted when none is kept); ``fill="none"`` drops them."""
+    if fill not in FILLS:
+        raise ValueError(f"fill must be one of {FILLS}, not {fill!r}")
     s_t, s_c = np.asarray(s_t, dtype=np.float64), np.asarray(s_c, dtype=np.float64)
     fused = alpha * s_t + (1.0 - alpha) * s_c
     keep = s_c >= tau
-    ranked = _order(fused, s_c, s_t, np.flatnonzero(keep))
-    if fill == "append":
-        ranked = np.concatenate([ranked, _order(fused, s_c, s_t, np.flatnonzero(~keep))])
-    ranked = ranked[:k]
-    return ranked, strictly_decreasing(fused[ranked]), int(keep.sum())
+    kept = _order(fused, s_c, s_t, np.flatnonzero(keep))[:k]
+    scores = fused[kept]
+    ranked = kept
+    if fill == "topical" and len(kept) < k:
+        rest = np.flatnonzero(~keep)
+        rest = rest[np.lexsort((rest, -s_c[rest], -s_t[rest]))][:k - len(kept)]
+        tail = s_t[rest]
+        if len(kept) and len(rest):
+            tail = tail - tail[0] + scores[-1] - 1e-6
+        ranked, scores = np.concatenate([kept, rest]), np.concatenate([scores, tail])
+    return ranked, strictly_decreasing(scores), int(keep.sum())
 
 
 def reciprocal_ranks(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
@@ -131,6 +164,52 @@ def union_policy(s_t: np.ndarray, s_c: np.ndarray, alpha: float, p: float, k: in
     return ranked, strictly_decreasing(fused[ranked]), passed
 
 
+# one query's candidates (corpus rows) with their topical and compatibility scores
+Scored = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def candidate_scores(qt: np.ndarray, qc: np.ndarray, dt: np.ndarray, dc: np.ndarray, index_t: Any,
+                     index_c: Any, depth: int) -> list[Scored]:
+    """Per query: the ``depth`` nearest documents under ``E_T`` (then, with ``index_c``, those of
+    ``E_C`` not already among them) and their ``s_T`` and ``s_C``."""
+    depth = min(depth, len(dt))
+    _, cand_t = index_t.search(qt, depth)
+    cand_c = index_c.search(qc, depth)[1] if index_c is not None else None
+    out = []
+    for i in range(len(qt)):
+        cand = cand_t[i][cand_t[i] >= 0]
+        if cand_c is not None:
+            extra = cand_c[i][cand_c[i] >= 0]
+            cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
+        out.append((cand, dt[cand] @ qt[i], dc[cand] @ qc[i]))
+    return out
+
+
+def spread(counts: Sequence[int]) -> dict[str, float]:
+    """Mean, min and max of per-query counts."""
+    if not counts:
+        return {"mean": 0.0, "min": 0, "max": 0}
+    return {"mean": round(float(np.mean(counts)), 3), "min": int(min(counts)), "max": int(max(counts))}
+
+
+def describe_source(source: dict[str, Any]) -> str:
+    """One line for a ``*_source`` record."""
+    if source.get("from") == "paper default":
+        return f"the paper's default for {source['task_family']} tasks, assuming {source['scale']}"
+    if source.get("from") == "calibrated":
+        own = "" if source["held_out"] else " (the evaluated queries, without their judgments)"
+        return f"the {source['quantile']:g}-quantile of s_C over the topical candidates of {source['split']}{own}"
+    return "set by parameter"
+
+
+def calibration_splits(name: str) -> list[str]:
+    """The splits a calibration may read for benchmark ``name``, in order: ``:dev``, then ``:train``
+    (never ``name`` itself; a ``[:N]`` query slice counts as its benchmark)."""
+    base = re.sub(r"\[:\d+\]$", "", name)
+    root = base.split(":", 1)[0]
+    return [f"{root}:{split}" for split in ("dev", "train") if root and f"{root}:{split}" != base]
+
+
 @dataclass(frozen=True)
 class CoderParams:
     model: str = DEFAULT_ENCODER  # topical encoder E_T
@@ -150,8 +229,9 @@ class CoderParams:
 
 @dataclass(frozen=True)
 class CoderSeqParams(CoderParams):
-    tau: float | None = None
-    fill: str = "none"  # "none" (the paper) | "append"
+    tau: float | None = None  # None: the task family's default, or the calibrated value
+    tau_quantile: float | None = None  # calibrate τ: this quantile of s_C over the topical candidates
+    fill: str = "topical"  # "topical" (the authors' code): the others follow in topical order | "none": dropped
 
 
 @dataclass(frozen=True)
@@ -165,6 +245,7 @@ class _Coder:
     defaults: dict[str, tuple[float, float]] = {}  # task family -> (alpha, filter value)
     filter_param = ""  # the params field holding the filter value (tau / percentile)
     option = ""  # the policy's other field, kept with the result (fill / direction)
+    default_scale = ""  # the score scale the task-family defaults assume, kept with the result
 
     def __init__(self, params: CoderParams):
         self.params = params
@@ -177,6 +258,7 @@ class _Coder:
         self.trained_here = False
         self.alpha = params.alpha
         self.filter_value = getattr(params, self.filter_param)
+        self.filter_source: dict[str, Any] = {}
         self._doc_ids: list[str] = []
         self._dt: np.ndarray | None = None
         self._dc: np.ndarray | None = None
@@ -256,42 +338,46 @@ class _Coder:
             self._ic.add(self._dc)
         self._doc_ids = corpus.ids
 
-
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         assert self._it is not None and self._dt is not None and self._dc is not None, "index() must run first"
         p = self.params
         qtexts = [q.text for q in queries]
         qt = self._encode(ctx, "T", qtexts, query=True)
         qc = self._encode(ctx, "C", qtexts, query=True)
-        depth = min(p.depth, len(self._doc_ids))
-        _, cand_t = self._it.search(qt, depth)
-        cand_c = self._ic.search(qc, depth)[1] if self._ic is not None else None
-        a_def, f_def = self.defaults["constraint" if ctx.task == "constraint" else "topical"]
-        alpha = a_def if p.alpha is None else p.alpha
-        given = getattr(p, self.filter_param)
-        filt = f_def if given is None else given
-        self.alpha, self.filter_value = alpha, filt
+        scored = candidate_scores(qt, qc, self._dt, self._dc, self._it, self._ic, p.depth)
+        family = "constraint" if ctx.task == "constraint" else "topical"
+        self.alpha = alpha = self.defaults[family][0] if p.alpha is None else p.alpha
+        filt, self.filter_source = self.resolve_filter(family, queries, scored, ctx)
+        self.filter_value = filt
         run = Run()
-        passed: list[int] = []
-        pools: list[int] = []
-        for i, q in enumerate(queries):
-            cand = cand_t[i][cand_t[i] >= 0]
-            if cand_c is not None:
-                extra = cand_c[i][cand_c[i] >= 0]
-                cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
-            s_t = self._dt[cand] @ qt[i]
-            s_c = self._dc[cand] @ qc[i]
-            ranked, scores, n_pass = self._policy(s_t, s_c, alpha, filt, k)
+        kept: list[int] = []
+        for q, (cand, s_t, s_c) in zip(queries, scored):
+            ranked, scores, n_kept = self._policy(s_t, s_c, alpha, filt, k)
             run[q.id] = [(self._doc_ids[cand[j]], float(s)) for j, s in zip(ranked, scores)]
-            passed.append(n_pass)
-            pools.append(len(cand))
-        n = max(1, len(queries))
-        self.stats = {"queries": len(queries), "mean_pool": round(sum(pools) / n, 3),
-                      "mean_passed": round(sum(passed) / n, 3), "none_passed": sum(1 for x in passed if x == 0),
+            kept.append(n_kept)
+        none_kept = sum(1 for x in kept if x == 0)
+        self.stats = {"queries": len(queries), "pool": spread([len(c) for c, _, _ in scored]), "kept": spread(kept),
+                      "none_kept": none_kept,
                       "short_rankings": sum(1 for q in queries if len(run[q.id]) < min(k, len(self._doc_ids)))}
-        if ctx.ledger is not None and self.stats["none_passed"]:
-            ctx.ledger.count(f"coder.{self.policy}.none_passed", self.stats["none_passed"])
+        if none_kept:
+            if ctx.ledger is not None:
+                ctx.ledger.count(f"coder.{self.policy}.none_kept", none_kept)
+            ctx.log(f"coder-{self.policy}: {self.filter_param} = {filt:g} ({describe_source(self.filter_source)}) "
+                    f"kept no candidate for {none_kept:,} of {len(queries):,} queries; {self.none_kept_note()}")
         return run
+
+    def resolve_filter(self, family: str, queries: Sequence[Query], scored: list[Scored],
+                       ctx: RunContext) -> tuple[float, dict[str, Any]]:
+        """The filter value for this run and where it came from."""
+        given = getattr(self.params, self.filter_param)
+        if given is not None:
+            return float(given), {"from": "parameter"}
+        return self.defaults[family][1], {"from": "paper default", "task_family": family,
+                                          "scale": self.default_scale}
+
+    def none_kept_note(self) -> str:
+        """What a query whose candidates all fail the filter gets."""
+        return "the whole pool was ranked for them"
 
     def _policy(self, s_t: np.ndarray, s_c: np.ndarray, alpha: float, filt: float, k: int):  # pragma: no cover
         raise NotImplementedError
@@ -305,6 +391,7 @@ class _Coder:
                                           "query_prefix": self.compat_prefix},
                                "search": self.stats}
         out[self.filter_param] = self.filter_value
+        out[f"{self.filter_param}_source"] = self.filter_source
         out[self.option] = getattr(p, self.option)
         if self.card is not None:
             out["compat"]["card"] = summarise_card(self.card)
@@ -357,22 +444,99 @@ def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmar
             "violating": viol_scores}
 
 
-@register("coder-seq", params=CoderSeqParams)
+@register("coder-seq", params=CoderSeqParams, family="compatibility",
+          description="CoDeR-Seq: topical candidates a trained compatibility encoder scores ≥ τ first, by fused score",
+          reference="Yin, Tang & Du 2026, arXiv:2606.13204",
+          trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
+          artifact_param="compat_model")
 class CoderSeq(_Coder):
     policy, defaults, filter_param, option = "seq", SEQ_DEFAULTS, "tau", "fill"
+    default_scale = "the cosine scale of the paper's compatibility encoder (trained from bge-large-en-v1.5)"
 
     def __init__(self, params: CoderSeqParams | None = None):
         super().__init__(params or CoderSeqParams())
-        if self.params.fill not in ("none", "append"):
-            raise ValueError(f"fill must be 'none' or 'append', not {self.params.fill!r}")
+        p = self.params
+        if p.fill not in FILLS:
+            raise ValueError(f"fill must be one of {FILLS}, not {p.fill!r}")
+        if p.tau_quantile is not None:
+            if p.tau is not None:
+                raise ValueError("give tau or tau_quantile, not both")
+            if not 0.0 <= p.tau_quantile <= 1.0:
+                raise ValueError(f"tau_quantile must be in [0, 1], got {p.tau_quantile}")
+        self._calibration: dict[str, Any] | None = None
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Resolve the compatibility encoder; with ``tau_quantile``, score a calibration split."""
+        super().prepare(ctx)
+        if self.params.tau_quantile is not None:
+            self._calibration = self.calibration_scores(ctx)
+
+    def calibration_scores(self, ctx: RunContext) -> dict[str, Any] | None:
+        """``s_C`` over the topical candidates of the first of :func:`calibration_splits` that
+        loads (queries and texts only), or ``None`` when there is none."""
+        import faiss
+
+        data_dir = default_data_dir(ctx.data_dir)
+        for name in calibration_splits(ctx.benchmark_name):
+            try:
+                bench = load_benchmark(name, data_dir, ctx.online)
+            except DataError:
+                raise  # a split that exists but is broken is an error, not an absence
+            except (LookupError, FileNotFoundError, ValueError):
+                continue
+            queries = bench.eval_queries
+            if bench.name != name or not queries:  # a loader that has no such split and gave another
+                continue
+            texts = bench.corpus.texts()
+            dt, dc = self._encode(ctx, "T", texts, query=False), self._encode(ctx, "C", texts, query=False)
+            index_t = faiss.IndexFlatIP(dt.shape[1])
+            index_t.add(dt)
+            qtexts = [q.text for q in queries]
+            scored = candidate_scores(self._encode(ctx, "T", qtexts, query=True),
+                                      self._encode(ctx, "C", qtexts, query=True), dt, dc, index_t, None,
+                                      self.params.depth)
+            return {"split": name, "query_ids": frozenset(q.id for q in queries),
+                    "scores": np.concatenate([s_c for _, _, s_c in scored])}
+        return None
+
+    def resolve_filter(self, family: str, queries: Sequence[Query], scored: list[Scored],
+                       ctx: RunContext) -> tuple[float, dict[str, Any]]:
+        q = self.params.tau_quantile
+        if q is None:
+            tau, source = super().resolve_filter(family, queries, scored, ctx)
+            return tau, {**source, "encoder": self.compat_name}
+        cal, note = self._calibration, {}
+        if cal is not None and not cal["query_ids"].isdisjoint(x.id for x in queries):
+            note = {"not_used": f"{cal['split']} shares queries with the evaluated split"}
+            cal = None
+        if cal is not None:
+            split, held_out, n, scores = cal["split"], True, len(cal["query_ids"]), cal["scores"]
+        else:  # no held-out split: the evaluated queries themselves, read without their judgments
+            split, held_out = ctx.benchmark_name or "the evaluated queries", False
+            n, scores = len(queries), np.concatenate([s_c for _, _, s_c in scored])
+        return float(np.quantile(scores, q)), {"from": "calibrated", "quantile": q, "split": split,
+                                               "held_out": held_out, "queries": n, "scores": int(len(scores)),
+                                               "encoder": self.compat_name, **note}
+
+    def none_kept_note(self) -> str:
+        note = ("their rankings are empty (fill='none')" if self.params.fill == "none"
+                else "their rankings are the topical order")
+        if self.filter_source.get("from") == "paper default":
+            note += "; set tau or tau_quantile for this encoder's scale"
+        return note
 
     def _policy(self, s_t, s_c, alpha, filt, k):
         return seq_policy(s_t, s_c, alpha, filt, k, self.params.fill)
 
 
-@register("coder-union", params=CoderUnionParams)
+@register("coder-union", params=CoderUnionParams, family="compatibility",
+          description="CoDeR-Union: topical and compatibility candidates pooled, filtered by percentile, fused by rank",
+          reference="Yin, Tang & Du 2026, arXiv:2606.13204",
+          trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
+          artifact_param="compat_model")
 class CoderUnion(_Coder):
     policy, defaults, filter_param, option = "union", UNION_DEFAULTS, "percentile", "direction"
+    default_scale = "a share of each query's pool (reciprocal ranks), independent of the encoders' score scale"
 
     def __init__(self, params: CoderUnionParams | None = None):
         super().__init__(params or CoderUnionParams())

@@ -33,11 +33,13 @@ NEED_DATA = pytest.mark.skipif(not (SHARED_DATA / "nevir" / "coder").is_dir() or
 
 # --- the policies ------------------------------------------------------------------------------
 
-def _seq_reference(s_t, s_c, alpha, tau, k):
-    """CoDeR-Seq written out with Python sorting: keep s_C ≥ τ, sort by fused, s_C, s_T, position."""
+def _seq_reference(s_t, s_c, alpha, tau, k, fill="topical"):
+    """CoDeR-Seq written out with Python sorting: the candidates with s_C ≥ τ by fused, s_C, s_T,
+    position; then (``fill="topical"``) the others by s_T, s_C, position."""
     items = [(alpha * t + (1 - alpha) * c, c, t, i) for i, (t, c) in enumerate(zip(s_t, s_c)) if c >= tau]
     items.sort(key=lambda x: (-x[0], -x[1], -x[2], x[3]))
-    return [i for *_, i in items[:k]]
+    rest = sorted((i for i, c in enumerate(s_c) if c < tau), key=lambda i: (-s_t[i], -s_c[i], i))
+    return ([i for *_, i in items] + (rest if fill == "topical" else []))[:k]
 
 
 def _quantile(values, q):
@@ -61,24 +63,49 @@ def _union_reference(s_t, s_c, alpha, p, k, direction):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_seq_policy_matches_reference(seed: int) -> None:
+@pytest.mark.parametrize("fill", ["topical", "none"])
+def test_seq_policy_matches_reference(seed: int, fill: str) -> None:
     rng = np.random.default_rng(seed)
     s_t = np.round(rng.uniform(-0.2, 1, 60), 2)  # rounded: ties in both scores happen
     s_c = np.round(rng.uniform(-0.2, 1, 60), 2)
-    for alpha, tau in ((0.2, 0.3), (0.5, 0.9), (0.0, -1.0), (1.0, 0.5)):
-        ranked, scores, passed = seq_policy(s_t, s_c, alpha, tau, 25)
-        assert list(ranked) == _seq_reference(s_t, s_c, alpha, tau, 25)
-        assert passed == int((s_c >= tau).sum())
-        assert np.all(np.diff(scores) < 0)
+    for alpha, tau in ((0.2, 0.3), (0.5, 0.9), (0.0, -1.0), (1.0, 0.5), (0.5, 1.5)):
+        for k in (25, 60):
+            ranked, scores, passed = seq_policy(s_t, s_c, alpha, tau, k, fill)
+            assert list(ranked) == _seq_reference(s_t, s_c, alpha, tau, k, fill)
+            assert passed == int((s_c >= tau).sum())
+            assert np.all(np.diff(scores) < 0)
+
+
+def test_seq_policy_never_empties_a_ranking() -> None:
+    """No s_C reaches τ (the topical default τ = 0.9 under an encoder whose scores stay lower):
+    the ranking is the topical one — every candidate, by s_T, scored by s_T."""
+    rng = np.random.default_rng(7)
+    s_t = rng.permutation(np.linspace(0.9, 0.1, 100))
+    s_c = rng.uniform(0.0, 0.85, 100)
+    ranked, scores, passed = seq_policy(s_t, s_c, 0.5, 0.9, 100)
+    topical = sorted(range(100), key=lambda i: -s_t[i])
+    assert passed == 0 and list(ranked) == topical
+    assert scores == pytest.approx([s_t[i] for i in topical])
+    assert list(seq_policy(s_t, s_c, 0.5, 0.9, 10)[0]) == topical[:10]
+    # Eq. 7 read literally drops them all
+    assert len(seq_policy(s_t, s_c, 0.5, 0.9, 100, fill="none")[0]) == 0
 
 
 def test_seq_policy_hand_case() -> None:
-    # s_T favours d0, s_C vetoes it; α = 0.2: fused d1 = .2·.8 + .8·.9 = .88, d2 = .2·.7 + .8·.4 = .46
+    # s_T favours d0, s_C vetoes it; α = 0.2: fused d1 = .2·.8 + .8·.9 = .88, d2 = .2·.7 + .8·.4 = .46;
+    # d0 follows, just below the last kept one
     ranked, scores, passed = seq_policy([0.9, 0.8, 0.7], [0.1, 0.9, 0.4], 0.2, 0.3, 10)
-    assert list(ranked) == [1, 2] and passed == 2
-    assert scores == pytest.approx([0.88, 0.46])
-    ranked, _, _ = seq_policy([0.9, 0.8, 0.7], [0.1, 0.9, 0.4], 0.2, 0.3, 10, fill="append")
-    assert list(ranked) == [1, 2, 0]
+    assert list(ranked) == [1, 2, 0] and passed == 2
+    assert scores == pytest.approx([0.88, 0.46, 0.46 - 1e-6], abs=1e-9)
+    ranked, scores, _ = seq_policy([0.9, 0.8, 0.7], [0.1, 0.9, 0.4], 0.2, 0.3, 10, fill="none")
+    assert list(ranked) == [1, 2] and scores == pytest.approx([0.88, 0.46])
+    # α = 0.5, τ = 0.9: only d3 passes. The others follow in topical order (d0, d1, d2), not by the
+    # fused score (d1 .65, d0 .5, d2 .45), keeping their s_T gaps (.1) below d3's fused .775
+    ranked, scores, passed = seq_policy([0.9, 0.8, 0.7, 0.6], [0.1, 0.5, 0.2, 0.95], 0.5, 0.9, 10)
+    assert list(ranked) == [3, 0, 1, 2] and passed == 1
+    assert scores == pytest.approx([0.775, 0.775 - 1e-6, 0.675 - 1e-6, 0.575 - 1e-6], abs=1e-9)
+    # k cuts the list after the kept ones are placed
+    assert list(seq_policy([0.9, 0.8, 0.7, 0.6], [0.1, 0.5, 0.2, 0.95], 0.5, 0.9, 2)[0]) == [3, 0]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -286,16 +313,25 @@ def test_cli_run_train_and_sweep(artifact: Path, home: Path, tmp_path: Path) -> 
     # the paper's constraint-task defaults were resolved
     assert (seq.extra["retriever"]["alpha"], seq.extra["retriever"]["tau"]) == (0.2, 0.3)
     assert (union.extra["retriever"]["alpha"], union.extra["retriever"]["percentile"]) == (0.3, 0.1)
-    # Seq's rankings hold only candidates that pass the filter: check one against the encoders
+    src = seq.extra["retriever"]["tau_source"]
+    assert (src["from"], src["task_family"], src["encoder"]) == ("paper default", "constraint", str(artifact))
+    assert "bge-large-en-v1.5" in src["scale"]
+    search = seq.extra["retriever"]["search"]
+    assert search["queries"] == seq.n_queries and search["kept"]["min"] <= search["kept"]["mean"] <= 100
+    # Seq's rankings: the candidates that pass the filter first, then the others in topical order;
+    # check one against the encoders
     from harness.encoders import load_encoder
 
     bench = _loader("diag/antonym")
     q = bench.eval_queries[0]
     ranked = [d for d, _ in store.rankings(store.results(retriever="coder-seq")[0].id, [q.id])[q.id]]
-    comp = load_encoder(str(artifact), "cpu")
-    qe = comp.encode([q.text], normalize_embeddings=True)[0]
-    de = comp.encode([bench.corpus.get(d).full_text for d in ranked], normalize_embeddings=True)
-    assert np.all(de @ qe >= 0.3 - 1e-4)
+    texts = [bench.corpus.get(d).full_text for d in ranked]
+    comp, topical = load_encoder(str(artifact), "cpu"), load_encoder("all-MiniLM-L6-v2", "cpu")
+    s_c = comp.encode(texts, normalize_embeddings=True) @ comp.encode([q.text], normalize_embeddings=True)[0]
+    s_t = topical.encode(texts, normalize_embeddings=True) @ topical.encode([q.text], normalize_embeddings=True)[0]
+    n_kept = int((s_c >= 0.3).sum())
+    assert np.all(s_c[:n_kept] >= 0.3 - 1e-4) and np.all(s_c[n_kept:] < 0.3 + 1e-4)
+    assert np.all(np.diff(s_t[n_kept:]) <= 1e-5)
 
     # an untrained compatibility encoder is the ablation, with no card and no base comparison
     res = invoke("run", "coder-seq", "-p", "coder-seq.compat_model=all-MiniLM-L6-v2", "-b", "diag/antonym")
@@ -328,6 +364,12 @@ def test_make_spec_rejects_bad_policy_params() -> None:
         instantiate(make_spec("coder-union", {"direction": "up"}))
     with pytest.raises(ValueError, match="alpha"):
         instantiate(make_spec("coder-seq", {"alpha": 1.5}))
+    with pytest.raises(ValueError, match="fill"):
+        instantiate(make_spec("coder-seq", {"fill": "append"}))
+    with pytest.raises(ValueError, match="not both"):
+        instantiate(make_spec("coder-seq", {"tau": 0.5, "tau_quantile": 0.5}))
+    with pytest.raises(ValueError, match="tau_quantile"):
+        instantiate(make_spec("coder-seq", {"tau_quantile": 1.5}))
     with pytest.raises(ValueError, match="unknown parameter"):
         make_spec("coder-seq", {"percentile": 0.1})
 
