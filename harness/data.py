@@ -134,9 +134,9 @@ def get_field(obj: dict[str, Any], names: str | Sequence[str], path: Path, line:
     raise DataError(path, line, f"missing field {' or '.join(repr(k) for k in keys)}")
 
 
-def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
-    """BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with an optional header line.
-    Also accepts the 4-column TREC form ``qid 0 docid rel``."""
+def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, fields)`` of a tab-separated judgment file: blank lines and a leading
+    ``query-id`` header skipped; a line without tabs is split on whitespace."""
     for lineno, row in enumerate(csv.reader(read_lines(path, newline=""), delimiter="\t"), 1):
         if not row or not "".join(row).strip():
             continue
@@ -144,6 +144,13 @@ def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
             row = row[0].split()
         if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
             continue
+        yield lineno, row
+
+
+def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
+    """BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with an optional header line.
+    Also accepts the 4-column TREC form ``qid 0 docid rel``."""
+    for lineno, row in _tsv_rows(path):
         if len(row) == 4:
             row = [row[0], row[2], row[3]]
         if len(row) != 3:
@@ -155,13 +162,7 @@ def read_qrels_tsv(path: Path) -> Iterator[tuple[int, str, str, int]]:
 def read_pairs_tsv(path: Path) -> Iterator[tuple[int, str, str]]:
     """``query-id<TAB>corpus-id`` rows (a list of judged pairs without grades, such as a
     ``violating`` file) with an optional header line; whitespace also separates the fields."""
-    for lineno, row in enumerate(csv.reader(read_lines(path, newline=""), delimiter="\t"), 1):
-        if not row or not "".join(row).strip():
-            continue
-        if len(row) == 1:
-            row = row[0].split()
-        if lineno == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
-            continue
+    for lineno, row in _tsv_rows(path):
         if len(row) != 2:
             raise DataError(path, lineno, f"expected 2 tab-separated fields (query-id, corpus-id), got {len(row)}")
         qid, did = (c.strip() for c in row)
