@@ -30,10 +30,11 @@ class DenseParams:
     max_length: int | None = None
 
 
-@register("dense", params=DenseParams, family="dense",
-          description="A sentence-transformers encoder and exact inner-product search (faiss)",
-          reference="Reimers & Gurevych 2019, arXiv:1908.10084")
-class DenseRetriever:
+class DenseIndex:
+    """The encoder and the exact inner-product index over the corpus that every embedding method
+    shares; how queries are ranked is the subclass's (inner product for ``dense``, sparse decoding
+    or MMR for the NNN family)."""
+
     def __init__(self, params: DenseParams | None = None):
         self.params = params or DenseParams()
         self._index = None
@@ -64,16 +65,33 @@ class DenseRetriever:
         self._doc_ids = corpus.ids
         self._rows = {d: i for i, d in enumerate(self._doc_ids)}
 
+
+@register("dense", params=DenseParams, family="dense",
+          description="A sentence-transformers encoder and exact inner-product search (faiss)",
+          reference="Reimers & Gurevych 2019, arXiv:1908.10084")
+class DenseRetriever(DenseIndex):
+    """Ranks by the inner product of the query embedding (``encode_queries``, which HyDE and DEO
+    override) with each document's."""
+
+    def __init__(self, params: DenseParams | None = None):
+        super().__init__(params)
+        self._searched: dict[str, np.ndarray] = {}  # the query embeddings of the last search
+
     def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
               ctx: RunContext) -> dict[str, dict[str, float]]:
-        """Inner products of each query with the documents it names, as ``search`` scores them."""
+        """Inner products of each query with the documents it names, as ``search`` scores them. A
+        query the last search ranked keeps the embedding it was ranked with, so nothing is encoded
+        (nor an LLM asked) twice."""
         assert self.doc_embeddings is not None, "index() must run before score()"
-        q = self.encode_queries(queries, ctx)
-        return {x.id: {d: float(np.dot(q[i], self.doc_embeddings[self._rows[d]])) for d in doc_ids.get(x.id, ())}
-                for i, x in enumerate(queries)}
+        fresh = [q for q in queries if q.id not in self._searched]
+        if fresh:
+            self._searched.update(zip((q.id for q in fresh), self.encode_queries(fresh, ctx)))
+        return {x.id: {d: float(np.dot(self._searched[x.id], self.doc_embeddings[self._rows[d]]))
+                       for d in doc_ids.get(x.id, ())} for x in queries}
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         assert self._index is not None, "index() must run before search()"
         q = np.ascontiguousarray(self.encode_queries(queries, ctx), dtype=np.float32)
+        self._searched = dict(zip((x.id for x in queries), q))
         scores, idx = self._index.search(q, min(k, len(self._doc_ids)))
         return run_from_matrix([x.id for x in queries], self._doc_ids, idx, scores)

@@ -1,6 +1,6 @@
 """NNN decoding (non-negative elastic net over frozen dense embeddings) and the MMR baseline.
 
-Both sit on top of :class:`retrievers.dense.DenseRetriever`: documents and queries are encoded
+Both sit on top of :class:`retrievers.dense.DenseIndex`: documents and queries are encoded
 by the shared encoder pool (same model, prefixes and cache as ``dense``, so embeddings computed
 for one are reused by the other) and L2-normalised.
 
@@ -53,7 +53,7 @@ from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Corpus, Query, Run
 
-from .dense import DenseRetriever
+from .dense import DenseIndex
 from .fista import as_tensor, dense_candidates, lipschitz, screened_solve, solve_full
 
 MODES = ("tol", "iters")
@@ -157,7 +157,7 @@ def _ranked_lists(qids: Sequence[str], doc_ids: Sequence[str], first: list[np.nd
     return run
 
 
-class _EmbeddingRetriever(DenseRetriever):
+class _EmbeddingRetriever(DenseIndex):
     """Dense encoding + index (faiss, CPU) and the embedding matrix as a tensor on ctx.device."""
 
     def __init__(self, params: Any = None):

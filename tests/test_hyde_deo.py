@@ -347,3 +347,27 @@ def test_compare_decomposers_counts_agreement(llm_ctx):
     assert s["detect_rate"] == 0.5
     llm_a = parse_decomposition(qs[0].text, decomposer({"messages": [{"role": "system", "content": ""}]}))
     assert a["agree"] == agreement(rules_decompose(qs[0].text), llm_a)["agree"]
+
+
+def test_scoring_pair_documents_after_search_asks_the_llm_nothing_more(llm_ctx, server):
+    """PairAcc scores pair documents with the embedding the search ranked with: no second round of
+    LLM requests, no cache hits in the ledger, and the scores of the ranking."""
+    h = HyDE(HydeParams(n=2))
+    h.index(corpus(), llm_ctx)
+    run = h.search(QUERIES, 4, llm_ctx)
+    calls, requests = len(llm_ctx.ledger.llm_calls), server.count
+    direct = h.score(QUERIES, {q.id: [d for d, _ in run[q.id]] for q in QUERIES}, llm_ctx)
+    assert (len(llm_ctx.ledger.llm_calls), server.count) == (calls, requests)
+    for q in QUERIES:
+        assert direct[q.id] == pytest.approx(dict(run[q.id]), abs=1e-5)
+
+
+def test_the_nnn_family_does_not_score_as_dense():
+    """Sparse decoding and MMR rank differently from an inner product, so they do not inherit
+    dense's ``score``: PairAcc falls back to their own full ranking."""
+    from harness.protocols import Scorer
+    from retrievers.dense import DenseRetriever
+    from retrievers.nnn import MMR, NNNFix
+
+    assert isinstance(DenseRetriever(), Scorer) and isinstance(HyDE(), Scorer)
+    assert not isinstance(NNNFix(), Scorer) and not isinstance(MMR(), Scorer)
