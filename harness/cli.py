@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import itertools
 import json

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, TextIO, Union
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter,
-                      ValidationError, field_validator)
+                      ValidationError)
 
 from .registry import check_label
 from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store
