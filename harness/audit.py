@@ -17,7 +17,9 @@
   rates (online seconds, LLM calls, tokens, and dollars with every recorded call — cached ones
   too — priced at today's prices, i.e. the cost without the cache) times each benchmark's query
   count, plus offline seconds measured on that benchmark, else the measured per-document rate
-  times its corpus size. What cannot be measured or counted stays unknown.
+  times its corpus size. Calls whose purpose ends in :data:`PER_DOCUMENT` (made at most once per
+  document) are capped at one per document of the benchmark. What cannot be measured or counted
+  stays unknown.
 """
 
 from __future__ import annotations
@@ -316,6 +318,12 @@ def paper_rows(audit: Audit) -> list[dict[str, Any]]:
 
 # -- projection ------------------------------------------------------------------------------------
 
+# The purpose suffix of LLM calls a retriever makes at most once per corpus document in a run (it
+# keeps each document's answer, whatever number of queries retrieve it): project() caps their
+# projected number — with their tokens, dollars and share of the search time — at one per document.
+PER_DOCUMENT = "@document"
+
+
 def base_benchmark(name: str) -> str:
     """``nevir[:50]`` (a query slice over the same corpus) → ``nevir``."""
     return re.sub(r"\[:\d+\]$", "", name)
@@ -388,6 +396,9 @@ class Rates:
     docs_offline_s: float = 0.0
     docs_offline: Cost = field(default_factory=Cost)
     offline_llm: bool = False
+    per_document: Cost = field(default_factory=Cost)  # the online calls marked PER_DOCUMENT ...
+    other_online: Cost = field(default_factory=Cost)  # ... and the rest
+    per_document_s: float = 0.0  # their share of online_s (by latency)
 
     def row(self) -> dict[str, Any]:
         q = self.queries
@@ -426,6 +437,14 @@ def measure(records: Iterable[ResultRecord], prices: Mapping[str, Price]) -> dic
             rt.queries += t["online_items"]
             rt.online_s += t["online_s"]
             rt.online = rt.online + Cost.of(online_calls, prices)
+            marked = [str(c.get("purpose") or "").endswith(PER_DOCUMENT) for c in online_calls]
+            per_doc = [c for c, m in zip(online_calls, marked) if m]
+            rt.per_document = rt.per_document + Cost.of(per_doc, prices)
+            rt.other_online = rt.other_online + Cost.of([c for c, m in zip(online_calls, marked) if not m], prices)
+            lat_doc = sum(float(c.get("latency_s") or 0.0) for c in per_doc)
+            lat_all = sum(float(c.get("latency_s") or 0.0) for c in online_calls)
+            if lat_doc > 0:  # requests may overlap: the wall time is split in proportion to latency
+                rt.per_document_s += t["online_s"] * lat_doc / max(lat_all, t["online_s"])
             rt.measured_on[r.benchmark] = rt.measured_on.get(r.benchmark, 0) + t["online_items"]
         if t["offline_s"] is not None:
             off = Cost.of(offline_calls, prices)
@@ -550,6 +569,12 @@ def project(records: Sequence[ResultRecord], targets: Sequence[str], infos: Sequ
                 continue
             f = c.queries / rt.queries
             online_s, cost = rt.online_s * f, rt.online.scaled(f)
+            capped = bool(rt.per_document.calls) and c.documents is not None and \
+                rt.per_document.calls * f > c.documents
+            if capped:  # at most one call per document: scale those by documents / calls, not by queries
+                g = c.documents / rt.per_document.calls
+                online_s -= rt.per_document_s * (f - g)
+                cost = rt.other_online.scaled(f) + rt.per_document.scaled(g)
             measured = rt.offline_by_benchmark.get(base_benchmark(b))
             off_s: float | None
             off_cost: Cost | None
@@ -570,6 +595,7 @@ def project(records: Sequence[ResultRecord], targets: Sequence[str], infos: Sequ
             total_cost = cost + (off_cost or Cost())
             row = {"retriever": label, "benchmark": b, "queries": c.queries, "documents": c.documents,
                    "counts_from": c.source, "online_s": round(online_s, 4), "offline_s": _r(off_s, 4),
+                   "per_document_capped": capped,
                    "total_s": None if off_s is None else round(online_s + off_s, 4), "offline_basis": basis,
                    **_cost_fields(total_cost, unknown_llm)}
             mine.append(row)
@@ -767,6 +793,13 @@ def projection_notes(p: Projection) -> list[str]:
         names = list(dict.fromkeys(r["benchmark"] for r in p.rows if r["counts_from"] == source))
         if names:
             notes.append(f"query and document counts from {how}: {', '.join(names)}")
+    capped: dict[str, list[str]] = {}
+    for r in p.rows:
+        if r.get("per_document_capped"):
+            capped.setdefault(r["retriever"], []).append(r["benchmark"])
+    for label, names in capped.items():
+        notes.append(f"{label}: LLM calls made once per document capped at the corpus size on {', '.join(names)} "
+                     "(each is made at most once per document, however many queries retrieve it)")
     for x in p.not_projected:
         what = f"benchmark {x['benchmark']}" if "benchmark" in x else f"retriever {x['retriever']}"
         notes.append(f"not projected: {what}: {x['reason']}")
@@ -789,7 +822,8 @@ def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = Non
 
 def projection_csv(p: Projection) -> str:
     fields = ["kind", "retriever", "benchmark", "queries", "documents", "counts_from", "online_s", "offline_s",
-              "offline_s_known", "total_s", "offline_basis", "llm_calls", "prompt_tokens", "completion_tokens",
+              "offline_s_known", "total_s", "offline_basis", "per_document_capped", "llm_calls", "prompt_tokens",
+              "completion_tokens",
               "tokens_k", "tokens_k_known", "usage_unknown_calls", "usd", "usd_known", "usd_unknown_calls",
               "unpriced_models"]
     rows = [{"kind": "benchmark", **r} for r in p.rows] + [{"kind": "total", **r} for r in p.totals]
