@@ -24,7 +24,7 @@ from rich.text import Text
 from . import __version__
 from .data import MissingDataError, default_data_dir, default_home, missing_files
 from .measures import format_value
-from .cli_options import (BenchmarkFilterOpt, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt,
+from .cli_options import (DEFAULT_SITE, BenchmarkFilterOpt, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt,
                           LlmModelOpt, MaxCallsOpt, MaxQueriesOpt, MaxUsdOpt, OnlineOpt, PricesOpt, RetrieverFilterOpt,
                           SeedOpt, data_dir_option, online_option, prices_option)
 from .registry import (RegistryError, artifact_users, benchmark_variants, builder_names, command_apps,
@@ -301,7 +301,8 @@ def submit(
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Run seeds 0..N-1 (default: 3 for retrievers with "
                                         "fit or prepare, else 1)."),
     label: Optional[str] = typer.Option(None, "--label", help="Name shown on the leaderboard (default: SPEC)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Site directory (default $BEYONDSIM_HOME/site)."),
+    out_dir: Path = typer.Option(DEFAULT_SITE, "--out", "-o", help="Site directory (default ./leaderboard, "
+                                 "where `leaderboard` and `make demo` write it too)."),
     max_queries: MaxQueriesOpt = None,
     data_dir: DataDirOpt = None,
     online: OnlineOpt = False,
@@ -336,7 +337,7 @@ def submit(
                   highlight=False, soft_wrap=True)
     outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list)
     with store:
-        index = _render(store, out_dir if out_dir is not None else settings.home / "site")
+        index = _render(store, out_dir)
     done = sum(o.status == "done" for o in outcomes)
     kept = sum(o.status == "skipped" for o in outcomes)
     out.print(f"submitted {spec.display}: {done} new result(s), {kept} already stored; site: {index.resolve()}",
@@ -411,8 +412,8 @@ def _render(store: Store, out_dir: Path, fmt: str = "html") -> Path:
 
 @app.command()
 def leaderboard(
-    out_dir: Path = typer.Option(Path("leaderboard"), "--out", "-o",
-                                 help="Output directory; - writes md, latex or json to stdout."),
+    out_dir: Path = typer.Option(DEFAULT_SITE, "--out", "-o",
+                                 help="Output directory (default ./leaderboard); - writes md, latex or json to stdout."),
     fmt: str = typer.Option("html", "--format", "-f", help="html (the static site), md, latex or json."),
     home: HomeOpt = None,
 ) -> None:

@@ -27,6 +27,10 @@ def prices_option(help: str = "Extra prices TOML on top of harness/prices.toml."
     return typer.Option("--prices", help=help)
 
 
+# where every command that writes the site writes it unless told otherwise (`leaderboard`, `submit`,
+# `make demo`): one place, relative to the working directory, printed by each command
+DEFAULT_SITE = Path("leaderboard")
+
 HomeOpt = Annotated[Optional[Path], home_option()]
 DataDirOpt = Annotated[Optional[Path], data_dir_option()]
 OnlineOpt = Annotated[bool, online_option()]

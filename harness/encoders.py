@@ -264,12 +264,17 @@ class EncoderPool:
         self._fingerprints: dict[str, str] = {}
         self._lock = threading.Lock()
         self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0, "cache_discarded": 0}
+        # the ledger of the result being computed (the runner sets it): loading a model's weights is
+        # timed as its ``model`` phase, apart from the index or search phase that asked for it
+        self.ledger: Any = None
 
     def model(self, name: str, max_length: int | None = None, pooling: str | None = None) -> Any:
         key = (name, max_length, pooling)
         with self._lock:
             if key not in self._models:
-                self._models[key] = load_encoder(name, self.device, max_length, pooling)
+                timer = self.ledger.phase("model") if self.ledger is not None else contextlib.nullcontext()
+                with timer:
+                    self._models[key] = load_encoder(name, self.device, max_length, pooling)
             return self._models[key]
 
     def fingerprint(self, name: str) -> str:

@@ -1,7 +1,10 @@
 """Cost and time ledger (DESIGN.md §6).
 
-Phases: ``load``, ``fit``, ``index`` (offline), ``search`` (online), ``evaluate``; each records
-wall and CPU seconds and the number of items processed. LLM calls are recorded one by one with
+Phases: ``load``, ``model``, ``fit``, ``index`` (offline), ``search`` (online), ``evaluate``; each
+records wall and CPU seconds and the number of items processed. ``model`` is the loading of model
+weights (an encoder read from disk the first time a process uses it): it happens inside another
+phase and is taken out of it, so a result's ``index`` time does not depend on whether an earlier
+result of the same process had already loaded the model. LLM calls are recorded one by one with
 model, tokens, latency, cache hit and dollars. A figure that is not known is ``None``, never 0:
 tokens when the reply carried no usage, dollars when the price or the tokens are unknown.
 
@@ -22,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-PHASES = ("load", "fit", "index", "search", "evaluate")
+PHASES = ("load", "model", "fit", "index", "search", "evaluate")
 OFFLINE_PHASES = ("fit", "index")
 ONLINE_PHASES = ("search",)
 
@@ -76,6 +79,7 @@ class Ledger:
     run: RunTag | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _current: str = ""
+    _nested: list[list[float]] = field(default_factory=list, repr=False)  # per open phase: [wall, cpu] of its inner phases
 
     @property
     def current_phase(self) -> str:
@@ -87,13 +91,21 @@ class Ledger:
             raise ValueError(f"unknown phase {name!r}; phases are {PHASES}")
         rec = self.phases.setdefault(name, PhaseTime(name))
         prev, self._current = self._current, name
+        inner = [0.0, 0.0]
+        self._nested.append(inner)
         w0, c0 = time.perf_counter(), time.process_time()
         try:
             yield rec
         finally:
-            rec.wall_s += time.perf_counter() - w0
-            rec.cpu_s += time.process_time() - c0
+            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            self._nested.pop()
+            # a phase opened inside another (model loading inside index) is counted once: in itself
+            rec.wall_s += wall - inner[0]
+            rec.cpu_s += cpu - inner[1]
             rec.items += items
+            if self._nested:
+                self._nested[-1][0] += wall
+                self._nested[-1][1] += cpu
             self._current = prev
 
     def record_llm_call(self, call: LLMCall) -> None:
@@ -232,13 +244,19 @@ def call_totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def phase_totals(phases: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
-    """Offline (fit + index) and online (search) wall seconds, search items and CPU seconds of one
-    result's phase records; a figure whose phases were not recorded is ``None``."""
-    offline = [phases[p]["wall_s"] for p in OFFLINE_PHASES if p in phases]
+    """Offline (fit + index) and online (search) wall and CPU seconds, search items, model loading
+    seconds and total CPU seconds of one result's phase records; a figure whose phases were not
+    recorded is ``None``. CPU seconds are this process's (all its threads): on a shared machine they
+    measure the work where wall seconds also measure the other load."""
+    offline = [phases[p] for p in OFFLINE_PHASES if p in phases]
     online = [phases[p] for p in ONLINE_PHASES if p in phases]
+    complete = len(online) == len(ONLINE_PHASES)
     return {
-        "offline_s": float(sum(offline)) if offline else None,
-        "online_s": float(sum(p["wall_s"] for p in online)) if len(online) == len(ONLINE_PHASES) else None,
+        "offline_s": float(sum(p["wall_s"] for p in offline)) if offline else None,
+        "offline_cpu_s": float(sum(p["cpu_s"] for p in offline)) if offline else None,
+        "online_s": float(sum(p["wall_s"] for p in online)) if complete else None,
+        "online_cpu_s": float(sum(p["cpu_s"] for p in online)) if complete else None,
         "online_items": sum(int(p["items"]) for p in online),
+        "model_s": float(phases["model"]["wall_s"]) if "model" in phases else None,
         "cpu_s": float(sum(p["cpu_s"] for p in phases.values())) if phases else None,
     }

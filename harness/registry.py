@@ -242,10 +242,47 @@ class RetrieverSpec:
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
 
 
+def canonical_retriever_name(name: str) -> str:
+    """One identity per class: a ``module:Class`` whose class is also known by a name (registered
+    with :func:`register`, or an entry point of the ``beyondsim.retrievers`` group) is that name, so
+    a class submitted once by entry point and once as ``module:Class`` is one configuration (the
+    same spec hash, the same row). Any other name is returned unchanged."""
+    if ":" not in name or name in _retrievers:
+        return name
+    cls = get_retriever_class(name)
+    info = vars(cls).get("retriever_info")
+    if isinstance(info, RetrieverInfo) and info.name != name:
+        try:
+            if get_retriever_class(info.name) is cls:
+                return info.name
+        except RegistryError:
+            pass
+    qualname = cls.__qualname__
+    for ep_name, ep in sorted(_entry_points(RETRIEVER_GROUP).items()):
+        value = ep.value.replace(" ", "")
+        if value == name:
+            return ep_name
+        if value.rpartition(":")[2] != qualname:  # load only the entry points that may be this class
+            continue
+        try:
+            if ep.load() is cls:
+                return ep_name
+        except Exception:  # noqa: BLE001 - a broken entry point of another class is not this one
+            continue
+    return name
+
+
 def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "") -> RetrieverSpec:
-    """Validate ``params`` against the retriever's dataclass and fill in defaults."""
+    """Validate ``params`` against the retriever's dataclass and fill in defaults. A ``module:Class``
+    that is also known by a registered name is stored under that name
+    (:func:`canonical_retriever_name`)."""
     check_label(label or name, "retriever label" if label else "retriever name")
-    p = build_params(params_class(get_retriever_class(name)), params or {}, f"retriever {name!r}", name)
+    name = canonical_retriever_name(name)
+    cls = get_retriever_class(name)
+    p = build_params(params_class(cls), params or {}, f"retriever {name!r}", name)
+    own = getattr(cls, "default_label", None)  # a retriever that names its configuration (both stages of a rerank)
+    if not label and callable(own):
+        label = check_label(own(p), "retriever label")
     return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
 
 

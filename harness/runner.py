@@ -263,6 +263,7 @@ class Runner:
                          benchmark=bench.name, seed=seed)
         ledger = Ledger(run=tag)
         ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
+        self.encoders.ledger = ledger  # model loading is this result's "model" phase, not its index time
         uses_llm = self.uses_llm(spec)
         ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
                          llm=self.llm if uses_llm else None, progress=self.progress,

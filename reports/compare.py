@@ -11,7 +11,9 @@
   Holm-adjusted across the rows compared with the same reference on the same measure, with the
   per-query win/tie/loss counts;
 * one :class:`SuiteComparison` per overview table: the suite's headline measures averaged over
-  the suite's benchmarks each configuration ran on;
+  the same benchmarks for every ranked row (:func:`headline_set`); rows that lack one of them
+  are shown apart with what they lack, and results on a query slice (``--max-queries``) are in no
+  table;
 * the stored parameter sweeps of each benchmark (:mod:`reports.sweeps` makes grids of them).
 
 :mod:`reports.pages` renders these objects as the static site, :mod:`reports.tables` as JSON,
@@ -34,6 +36,7 @@ Grouping (:func:`collect`, which also feeds :func:`summary_rows`):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -78,9 +81,32 @@ def is_better(a: float, b: float, higher: bool) -> bool:
     return a > b if higher else a < b
 
 
+SLICE_RE = re.compile(r"\[:(\d+)\]$")
+
+
 def base_name(name: str) -> str:
     """``nevir[:50]`` (a query slice) belongs where ``nevir`` does."""
-    return re.sub(r"\[:\d+\]$", "", name)
+    return SLICE_RE.sub("", name)
+
+
+def is_local(name: str) -> bool:
+    """Whether a stored benchmark name is a folder path (how the folder loader names a local
+    BEIR-format folder, so the runner can reload it)."""
+    return name.startswith("/") or bool(re.match(r"^[A-Za-z]:[\\/]", name))
+
+
+def local_display(name: str) -> str:
+    """A local folder's name as pages show it: its own folder name (plus any ``:split`` and query
+    slice), never the absolute path, which says nothing to a reader and may name a temporary
+    directory or a user's home."""
+    sliced = SLICE_RE.search(name)
+    rest = base_name(name)
+    split = ""
+    m = re.search(r":([A-Za-z0-9_-]+)$", rest)
+    if m and not re.match(r"^[A-Za-z]:$", rest[:2] if len(rest) == 2 else ""):
+        rest, split = rest[:m.start()], m.group(0)
+    folder = re.split(r"[\\/]", rest.rstrip("/\\"))[-1] or rest
+    return f"{folder}{split}{sliced.group(0) if sliced else ''}"
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -219,10 +245,23 @@ class BenchmarkSection:
     groups: list[ConfigGroup]
     versions: list[str]
     slug: str = ""
+    display: str = ""  # the name pages show: a local folder's own name, not its absolute path
 
     @property
     def fallback(self) -> bool:
         return self.info is None
+
+    @property
+    def local(self) -> bool:
+        """A benchmark read from a folder given by path (``--benchmark ./folder``)."""
+        return is_local(self.name)
+
+    @property
+    def query_slice(self) -> int | None:
+        """``N`` for results on the first ``N`` queries (``--max-queries``, ``nevir[:N]``): a smoke
+        slice, shown on its own page but never in an overview table."""
+        m = SLICE_RE.search(self.name)
+        return int(m.group(1)) if m else None
 
     def all_measures(self) -> list[str]:
         """The headline measures, then every other measure a row has, in column order."""
@@ -289,9 +328,16 @@ def collect(store: Store, records: list[ResultRecord] | None = None) -> list[Ben
         return (rank, s.task, s.name)
 
     sections.sort(key=task_rank)
+    names = {s.name: local_display(s.name) if s.local else s.name for s in sections}
+    taken = [n for n in names.values()]
+    for s in sections:
+        shown = names[s.name]
+        if s.local and (taken.count(shown) > 1 or shown in names):  # two folders of one name, or a registered name
+            shown = f"{shown} ({hashlib.sha256(s.name.encode()).hexdigest()[:6]})"
+        s.display = shown
     used: set[str] = set()
     for s in sections:
-        s.slug = slugify(s.name, used)
+        s.slug = slugify(s.display, used)
     return sections
 
 
@@ -483,18 +529,29 @@ class SuiteRow:
 
     label: str
     coverage: int  # the suite's benchmarks the label ran on
-    means: dict[str, float | None]  # headline measure → mean over those benchmarks
+    means: dict[str, float | None]  # headline measure → mean over the table's headline benchmarks
     counts: dict[str, int]  # headline measure → how many benchmarks that mean is over
     per_benchmark: dict[str, float | None]  # benchmark → its first headline measure (None: not run)
+    missing: list[str] = field(default_factory=list)  # headline benchmarks the row was not run on
+
+    @property
+    def complete(self) -> bool:
+        """Run on every headline benchmark of its table: only such rows are ranked."""
+        return not self.missing
 
 
 @dataclass
 class SuiteComparison:
+    """One overview table. Its headline figures are means over the same benchmarks for every
+    ranked row (:attr:`headline_benchmarks`, see :func:`headline_set`); rows that lack one of them
+    are :attr:`apart`, with what they lack, and never ranked above a complete row."""
+
     name: str
     description: str
     measures: list[str]  # the headline measures; the first orders the rows
     benchmarks: list[BenchmarkSection]
-    rows: list[SuiteRow]
+    rows: list[SuiteRow]  # the ranked rows, best first, then the rows shown apart
+    headline_benchmarks: list[str] = field(default_factory=list)  # names the headline figures average over
 
     @property
     def first(self) -> str | None:
@@ -503,6 +560,19 @@ class SuiteComparison:
     @property
     def other(self) -> bool:
         return self.name == OTHER_SUITE
+
+    @property
+    def ranked(self) -> list[SuiteRow]:
+        return [r for r in self.rows if r.complete]
+
+    @property
+    def apart(self) -> list[SuiteRow]:
+        return [r for r in self.rows if not r.complete]
+
+    @property
+    def outside_headline(self) -> list[str]:
+        """Benchmarks of the table that no headline figure averages (too few rows ran them)."""
+        return [s.name for s in self.benchmarks if s.name not in self.headline_benchmarks]
 
 
 @dataclass
@@ -525,6 +595,11 @@ class Leaderboard:
         shown = {b.name for b in self.benchmarks}
         return {name: ds for name, ds in self.sweeps.items() if name and name not in shown}
 
+    @property
+    def slices(self) -> list[BenchmarkComparison]:
+        """The benchmarks stored on a query slice only (``--max-queries``): on no overview table."""
+        return [b for b in self.benchmarks if b.section.query_slice is not None]
+
     def labels(self) -> list[str]:
         """Every configuration label shown, sorted."""
         return sorted({g.display for b in self.benchmarks for g in b.groups})
@@ -540,11 +615,32 @@ def _prefer(g: ConfigGroup, cur: ConfigGroup, shown: str | None) -> bool:
     return (g.newest.created_at, g.newest.id or 0) > (cur.newest.created_at, cur.newest.id or 0)
 
 
+def headline_set(coverage: Mapping[str, frozenset[str]], order: Sequence[str]) -> frozenset[str]:
+    """The benchmarks a table's headline figures average over, so that every ranked row is
+    measured on the same ones (MTEB's users' first complaint is rows averaged over different task
+    sets). Among the rows' own coverage sets, the one that maximises *rows run on all of it ×
+    its size* (ties: the larger set, then the earlier benchmarks of ``order``): a benchmark only one
+    submission ran drops out of the headline rather than every other row, and a row that skipped
+    a benchmark the field ran is shown apart rather than the benchmark dropped."""
+    best: tuple[int, int, tuple[int, ...]] | None = None
+    chosen: frozenset[str] = frozenset()
+    for cand in sorted(set(coverage.values()), key=lambda c: sorted(order.index(b) for b in c)):
+        if not cand:
+            continue
+        rows = sum(1 for c in coverage.values() if cand <= c)
+        score = (rows * len(cand), len(cand), tuple(-order.index(b) for b in sorted(cand, key=order.index)))
+        if best is None or score > best:
+            best, chosen = score, cand
+    return chosen
+
+
 def suite_comparison(name: str, description: str, measures: Sequence[str],
                      secs: Sequence[BenchmarkSection]) -> SuiteComparison:
     """Per configuration label, per benchmark, the row of the shown version (else the newest);
-    headline measures averaged over the benchmarks the label has them on; rows ordered by the
-    first headline measure, best first, then by label."""
+    headline measures averaged over the table's headline benchmarks (:func:`headline_set`) for the
+    rows run on all of them, ordered by the first headline measure, best first, then by label;
+    then the rows that lack a headline benchmark, by how many they lack and label, with no
+    headline figure (their per-benchmark cells are shown)."""
     table: dict[str, dict[str, ConfigGroup]] = {}
     for s in secs:
         shown = s.info.version if s.info is not None else None
@@ -552,43 +648,53 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
             cur = table.setdefault(g.display, {}).get(s.name)
             if cur is None or _prefer(g, cur, shown):
                 table[g.display][s.name] = g
+    order = [s.name for s in secs]
+    core = headline_set({label: frozenset(per) for label, per in table.items()}, order)
     first = measures[0] if measures else None
     rows = []
     for label, per_bench in table.items():
+        missing = [b for b in order if b in core and b not in per_bench]
         means: dict[str, float | None] = {}
         counts: dict[str, int] = {}
         for m in measures:
-            vals = [v for v in (g.measure(m).mean for g in per_bench.values()) if v is not None]
+            vals = [] if missing else [v for v in (per_bench[b].measure(m).mean for b in order if b in core)
+                                       if v is not None]
             means[m], counts[m] = _mean(vals), len(vals)
         per_benchmark = {s.name: per_bench[s.name].measure(first).mean if first and s.name in per_bench else None
                          for s in secs}
-        rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark))
-    if first:
-        higher = measure_higher_is_better(first)
-        rows.sort(key=lambda r: ((1, 0.0) if r.means[first] is None
-                                 else (0, -r.means[first] if higher else r.means[first]), r.label))
-    else:
-        rows.sort(key=lambda r: r.label)
-    return SuiteComparison(name, description, list(measures), list(secs), rows)
+        rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing))
+
+    def rank(r: SuiteRow) -> tuple[Any, ...]:
+        if r.missing:
+            return (1, len(r.missing), (0, 0.0), r.label)
+        if first is None or r.means[first] is None:
+            return (0, 0, (1, 0.0), r.label)
+        v = r.means[first]
+        return (0, 0, (0, -v if measure_higher_is_better(first) else v), r.label)
+
+    rows.sort(key=rank)
+    return SuiteComparison(name, description, list(measures), list(secs), rows, [b for b in order if b in core])
 
 
 def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec]) -> list[SuiteComparison]:
     """A table per suite with a headline that has stored benchmarks, in registry order, then the
     ``other`` table of the benchmarks none of them lists (headline: each one's home suite's, else
-    its first measure)."""
+    its first measure). Query slices (``nevir[:10]``, from ``--max-queries``) are in no table: a
+    smoke run never moves a headline figure; they keep their benchmark pages
+    (:attr:`Leaderboard.slices`)."""
     members: list[tuple[SuiteSpec, list[BenchmarkSection]]] = []
     placed: set[str] = set()
     for spec in specs:
         if not spec.headline:
             continue
         names = list(spec.benchmarks)
-        secs = [s for s in sections if base_name(s.name) in names]
-        secs.sort(key=lambda s: (names.index(base_name(s.name)), s.name))
+        secs = [s for s in sections if s.name in names]
+        secs.sort(key=lambda s: (names.index(s.name), s.name))
         if secs:
             members.append((spec, secs))
             placed |= {s.name for s in secs}
     out = [suite_comparison(spec.name, spec.description, spec.headline, secs) for spec, secs in members]
-    rest = [s for s in sections if s.name not in placed]
+    rest = [s for s in sections if s.name not in placed and s.query_slice is None]
     if rest:
         measures: list[str] = []
         for s in rest:

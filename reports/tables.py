@@ -86,7 +86,8 @@ def benchmark_data(b: BenchmarkComparison, *, alpha: float, n_resamples: int) ->
                      "benchmark_version": g.benchmark_version, "baseline": b.is_baseline(g), "seeds": g.seeds,
                      "n_queries": g.n_queries, "measures": measures})
     return {
-        "benchmark": b.name, "task": b.task, "version": info.version if info is not None else None,
+        "benchmark": b.section.display or b.name, "local": b.section.local, "query_slice": b.section.query_slice,
+        "task": b.task, "version": info.version if info is not None else None,
         "versions": b.section.versions, "headline": b.headline, "measures": b.measures,
         "suite": b.suite, "reference": b.reference, "baselines": b.baselines, "alpha": alpha,
         "n_resamples": n_resamples,
@@ -96,12 +97,15 @@ def benchmark_data(b: BenchmarkComparison, *, alpha: float, n_resamples: int) ->
 
 
 def suite_data(s: SuiteComparison) -> dict[str, Any]:
+    names = {b.name: b.display or b.name for b in s.benchmarks}
     return {
         "suite": s.name, "description": s.description, "headline": s.measures,
-        "benchmarks": [b.name for b in s.benchmarks],
-        "rows": [{"label": r.label, "coverage": r.coverage,
+        "benchmarks": [b.display or b.name for b in s.benchmarks],
+        "headline_benchmarks": [names[b] for b in s.headline_benchmarks],
+        "rows": [{"label": r.label, "coverage": r.coverage, "ranked": r.complete,
+                  "missing": [names[b] for b in r.missing],
                   "measures": {m: {"mean": r.means[m], "benchmarks": r.counts[m]} for m in s.measures},
-                  "per_benchmark": r.per_benchmark} for r in s.rows],
+                  "per_benchmark": {names[b]: v for b, v in r.per_benchmark.items()}} for r in s.rows],
     }
 
 
@@ -182,7 +186,7 @@ def _md_row(cells: list[str]) -> str:
 
 def markdown_benchmark(b: BenchmarkComparison, *, alpha: float, n_resamples: int) -> str:
     info = b.section.info
-    lines = [f"## {md_escape(b.name)}", ""]
+    lines = [f"## {md_escape(b.section.display or b.name)}", ""]
     meta = [md_escape(b.task)] + ([f"version {_md_code(info.version)}"] if info is not None else [])
     lines += [", ".join(meta), ""]
     head = ["retriever"] + [f"{md_escape(m)} {_arrow(m)}" for m in b.headline] + ["seeds", "queries"]
@@ -208,14 +212,18 @@ def markdown_suite(s: SuiteComparison) -> str:
     if s.description:
         lines += [md_escape(s.description), ""]
     head = (["retriever"] + [f"{md_escape(m)} {_arrow(m)}" for m in s.measures] + ["benchmarks"]
-            + [md_escape(b.name) for b in s.benchmarks])
+            + [md_escape(b.display or b.name) for b in s.benchmarks])
     lines += [_md_row(head), "|" + "---|" + "--:|" * (len(head) - 1)]
     first = s.first or ""
+    n_core = len(s.headline_benchmarks)
     for r in s.rows:
-        lines.append(_md_row([md_escape(r.label)] + [fmt_num(r.means[m], measure_decimals(m)) for m in s.measures]
-                             + [f"{r.coverage}/{len(s.benchmarks)}"]
+        label = md_escape(r.label) + ("" if r.complete else " (not ranked)")
+        lines.append(_md_row([label] + [fmt_num(r.means[m], measure_decimals(m)) for m in s.measures]
+                             + [f"{n_core - len(r.missing)}/{n_core}"]
                              + [fmt_num(r.per_benchmark[b.name], measure_decimals(first)) for b in s.benchmarks]))
-    note = "Headline columns: the mean over this table's benchmarks the row was run on."
+    note = ("Headline columns: the mean over the same headline benchmarks for every ranked row ("
+            + ", ".join(md_escape(b.display or b.name) for b in s.benchmarks if b.name in s.headline_benchmarks)
+            + "); a row not run on all of them is not ranked and has none.")
     if s.first:
         note += f" Benchmark columns: {md_escape(s.first)}."
     lines += ["", note, ""]
@@ -271,18 +279,21 @@ def latex_benchmark(b: BenchmarkComparison, *, alpha: float, n_resamples: int) -
     legend = (tex_escape(_legend(b, str, alpha, n_resamples))
               .replace("†", r"\dag{}").replace("‡", r"\ddag{}").replace("±", r"$\pm$")
               .replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$"))
-    return _tex_table(f"{tex_escape(b.name)}. {legend}", f"beyondsim-{b.slug}", head, rows)
+    return _tex_table(f"{tex_escape(b.section.display or b.name)}. {legend}", f"beyondsim-{b.slug}", head, rows)
 
 
 def latex_suite(s: SuiteComparison, slug: str) -> str:
     head = (["Retriever"] + [_tex_measure(m) for m in s.measures] + ["Benchmarks"]
-            + [tex_escape(b.name) for b in s.benchmarks])
+            + [tex_escape(b.display or b.name) for b in s.benchmarks])
     first = s.first or ""
-    rows = [[tex_escape(r.label)] + [_tex_num(fmt_num(r.means[m], measure_decimals(m))) for m in s.measures]
-            + [f"{r.coverage}/{len(s.benchmarks)}"]
+    n_core = len(s.headline_benchmarks)
+    rows = [[tex_escape(r.label) + ("" if r.complete else " (not ranked)")]
+            + [_tex_num(fmt_num(r.means[m], measure_decimals(m))) for m in s.measures]
+            + [f"{n_core - len(r.missing)}/{n_core}"]
             + [_tex_num(fmt_num(r.per_benchmark[b.name], measure_decimals(first))) for b in s.benchmarks]
             for r in s.rows]
-    caption = f"{tex_escape(s.name)}: headline measures, the mean over the benchmarks a row was run on"
+    caption = (f"{tex_escape(s.name)}: headline measures, the mean over the same headline benchmarks for every "
+               "ranked row (a row not run on all of them is not ranked)")
     if s.first:
         caption += f"; benchmark columns: {tex_escape(s.first)}"
     return _tex_table(caption + ".", f"beyondsim-suite-{slug}", head, rows)

@@ -179,11 +179,15 @@ def test_malformed_lines_name_file_and_line(exported, tmp_path: Path) -> None:
 
 
 def drilldown_page(store_path: Path, out: Path) -> str:
+    """The drill-down page of the bm25 result and the data files it draws from, as one text."""
+    from reports.pages.drilldown import page_data
+
     with Store(store_path) as store:
         render_site(store, out, n_resamples=200)
     pages = sorted((out / "retriever" / "bm25").glob("*-seed0.html"))
     assert len(pages) == 1, pages
-    return pages[0].read_text(encoding="utf-8")
+    data = page_data(out, str(pages[0].relative_to(out)))
+    return pages[0].read_text(encoding="utf-8") + json.dumps(data, ensure_ascii=False)
 
 
 def test_drilldown_content_round_trip(exported, home: Path, tmp_path: Path) -> None:

@@ -64,3 +64,30 @@ def test_journal_commits_each_call_with_its_run(tmp_path) -> None:
     assert rows[2]["run_id"] is None and rows[2]["label"] == "" and rows[2]["model"] == "mystery"
     assert rows[0]["purpose"] == "hyde.generate" and rows[0]["created_at"] <= rows[2]["created_at"]
     j.close()
+
+
+def test_a_phase_inside_another_is_counted_once_in_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model loading inside ``index`` is the ``model`` phase and is taken out of ``index``, wall and
+    CPU alike, so index time does not depend on whether the process had loaded the model before."""
+    import harness.ledger as ledger_mod
+
+    clock = {"wall": 100.0, "cpu": 10.0}
+    monkeypatch.setattr(ledger_mod.time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(ledger_mod.time, "process_time", lambda: clock["cpu"])
+
+    def spend(wall: float, cpu: float) -> None:
+        clock["wall"] += wall
+        clock["cpu"] += cpu
+
+    led = ledger_mod.Ledger()
+    with led.phase("index", items=5):
+        spend(1.0, 0.5)
+        with led.phase("model"):
+            spend(7.0, 6.0)
+        spend(2.0, 1.5)
+    with led.phase("index"):  # a second index call of the same result: the model is loaded already
+        spend(3.0, 2.0)
+    assert led.phases["model"].wall_s == pytest.approx(7.0) and led.phases["model"].cpu_s == pytest.approx(6.0)
+    assert led.phases["index"].wall_s == pytest.approx(6.0) and led.phases["index"].cpu_s == pytest.approx(4.0)
+    assert led.phases["index"].items == 5
+    assert ledger_mod.phase_totals({k: vars(v) for k, v in led.phases.items()})["offline_s"] == pytest.approx(6.0)

@@ -147,6 +147,7 @@ def build_store(path: Path) -> Store:
 
     s.save(record("bm25", "bm25", "negconstraint", "negv1", 0, negc("bm25"), rankings={"q01": Q1_TOP},
                   phases={"index": {"wall_s": 2.0, "cpu_s": 1.0, "items": 100},
+                          "model": {"wall_s": 2.5, "cpu_s": 2.25, "items": 0},
                           "search": {"wall_s": 0.5, "cpu_s": 0.5, "items": NQ}}))
     for seed in (0, 1):
         s.save(record("dense", "dense", "negconstraint", "negv1", seed, negc(f"dense{seed}"),
@@ -271,24 +272,36 @@ def test_overview_suite_averages_and_order(site):
     expect_v2 = {
         "bm25": np.mean([neg_mean("bm25"), np.mean(list(ANT["bm25"]["V@2"].values()))]),
         "dense": np.mean([dense_negc, np.mean(list(ANT["dense"]["V@2"].values()))]),
-        "coder-seq": neg_mean("coder"),
-        XSS: neg_mean("xss"),
     }
+    # equal footing: coder-seq and the XSS label ran negconstraint only, so they are not ranked
+    # beside rows measured on both benchmarks (their one-benchmark mean would be another average)
     assert order == sorted(expect_v2, key=lambda k: expect_v2[k])
     for label, v in expect_v2.items():
         cell = by[label][1]
         assert float(cell.attrs["data-value"]) == pytest.approx(v)
         assert cell.text().strip() == fmt_num(v)
-    # PairAcc exists on diag/antonym only; coder-seq never ran it → empty data-value
+    assert "negconstraint, diag/antonym" in root.find("p", "headline-set").text()
+    aheads, arows = table_rows(root.by_id("overview-constraint-apart"))
+    anames = [h.text().strip().rstrip("↑↓") for h in aheads]
+    assert anames == ["retriever", "V@2", "FVR@10", "PairAcc", "nDCG@10", "benchmarks", "missing", "negconstraint",
+                      "diag/antonym"]
+    apart = {r[0].text().strip(): r for r in arows}
+    assert set(apart) == {"coder-seq", XSS}
+    for label, key in (("coder-seq", "coder"), (XSS, "xss")):
+        r = apart[label]
+        assert [c.attrs["data-value"] for c in r[1:5]] == ["", "", "", ""]  # no headline figure
+        assert "not run on diag/antonym" in r[1].attrs["title"]
+        assert r[5].text().strip() == "1/2" and r[6].text().strip() == "diag/antonym"
+        assert float(r[7].attrs["data-value"]) == pytest.approx(neg_mean(key))  # its own benchmark is shown
+        assert r[8].attrs["data-value"] == ""
+    # PairAcc exists on diag/antonym only
     assert float(by["dense"][3].attrs["data-value"]) == pytest.approx(1.0)
-    assert by["coder-seq"][3].attrs["data-value"] == "" and by["coder-seq"][3].text().strip() == "–"
     # FVR@10 mean over the two benchmarks
     fvr_bm25 = np.mean([np.mean(list(FVR["bm25"].values())), np.mean(list(ANT["bm25"]["FVR@10"].values()))])
     assert float(by["bm25"][2].attrs["data-value"]) == pytest.approx(fvr_bm25)
     # coverage and per-benchmark columns (V@2 of each benchmark)
-    assert by["bm25"][5].attrs["data-value"] == "2" and by["coder-seq"][5].attrs["data-value"] == "1"
+    assert by["bm25"][5].attrs["data-value"] == "2" and by["bm25"][5].text().strip() == "2/2"
     assert float(by["bm25"][6].attrs["data-value"]) == pytest.approx(neg_mean("bm25"))
-    assert by["coder-seq"][7].attrs["data-value"] == ""
     # the first headline header carries the initial sort state
     assert heads[1].attrs.get("aria-sort") == "ascending"
     assert [h for h in heads if "aria-sort" in h.attrs] == [heads[1]]
@@ -317,7 +330,10 @@ def test_benchmark_table_and_holm_marks(site):
     measures = [h.attrs["data-measure"] for h in heads if "data-measure" in h.attrs]
     assert measures == ["V@2", "FVR@10", "nDCG@10"]
     labels = [r[0].text().replace("baseline", "").strip() for r in rows]
-    col = {m: 1 + i for i, m in enumerate(measures)}
+    # retriever, seeds (with the per-query links) and queries come first, so a wide table never
+    # hides them; the measures follow
+    assert [h.text().strip() for h in heads[:3]] == ["retriever", "seeds", "queries"]
+    col = {m: 3 + i for i, m in enumerate(measures)}
     row = dict(zip(labels, rows))
 
     # per-query means over seeds for dense
@@ -369,6 +385,12 @@ def test_benchmark_table_and_holm_marks(site):
     # V@k counted over the queries with a violating document
     assert "n=20" in heads[col["V@2"]].text()
     assert "†" in html and "‡" in html and "Holm" in html
+    # the marks that appear are explained under the table, with every measure's definition
+    assert "differs from <em>dense</em>" in html and "differs from the best baseline" in html
+    legend = {dt.text().split()[0]: dd.text() for dt, dd in zip(root.iter("dt"), root.iter("dd"))}
+    assert set(legend) >= {"V@2", "FVR@10", "nDCG@10"}
+    assert "violates the query's constraint is in the top 2" in legend["V@2"]
+    assert "lower is better" in legend["V@2"] and "queries with a violating document" in legend["V@2"]
 
 
 def test_breakdown_by_query_group(site):
@@ -449,12 +471,15 @@ def test_efficiency_page(site):
     _, root = read(out, "efficiency.html")
     heads, rows = table_rows(root.by_id("efficiency-results"))
     names = [h.text().strip() for h in heads]
-    assert names == ["retriever", "benchmark", "seeds", "offline s", "online s", "queries/s", "LLM calls",
-                     "cache hits", "prompt tokens", "completion tokens", "$"]
+    assert names == ["retriever", "benchmark", "seeds", "offline s", "offline CPU s", "online s", "online CPU s",
+                     "model load s", "queries/s", "LLM calls", "cache hits", "prompt tokens", "completion tokens", "$"]
     by = {(r[0].text().strip(), r[1].text().strip()): dict(zip(names, r)) for r in rows}
     d = by[("dense", "negconstraint")]
     assert float(d["offline s"].attrs["data-value"]) == pytest.approx(4.0)
+    assert float(d["offline CPU s"].attrs["data-value"]) == pytest.approx(2.0)  # fit 1 + index 1, CPU
     assert float(d["online s"].attrs["data-value"]) == pytest.approx(1.5)
+    assert float(d["online CPU s"].attrs["data-value"]) == pytest.approx(1.0)
+    assert d["model load s"].attrs["data-value"] == "" and d["model load s"].text() == "–"  # not recorded
     assert float(d["queries/s"].attrs["data-value"]) == pytest.approx(np.mean([NQ / 1.0, NQ / 2.0]))
     c = by[("coder-seq", "negconstraint")]
     assert c["LLM calls"].text() == "2" and c["cache hits"].text() == "1"
@@ -464,6 +489,8 @@ def test_efficiency_page(site):
     x = by[(XSS, "negconstraint")]
     assert (x["prompt tokens"].text(), x["completion tokens"].text()) == ("≥ 7", "≥ 3")
     assert x["prompt tokens"].attrs["data-value"] == ""
+    assert float(by[("bm25", "negconstraint")]["model load s"].attrs["data-value"]) == pytest.approx(2.5)
+    assert float(by[("bm25", "negconstraint")]["offline s"].attrs["data-value"]) == pytest.approx(2.0)  # not in it
     assert by[("bm25", "negconstraint")]["$"].text() == "$0"
     assert by[("bm25", "negconstraint")]["LLM calls"].text() == "–"
 
@@ -474,6 +501,24 @@ def test_efficiency_page(site):
     assert float(tot["dense"]["offline s"].attrs["data-value"]) == pytest.approx(4.0)
     assert tot[XSS]["$"].text() == "unknown" and tot["coder-seq"]["$"].text() == "$0.0020"
     assert tot[XSS]["prompt tokens"].text() == "≥ 7" and tot["coder-seq"]["prompt tokens"].text() == "150"
+
+
+def drill(out: Path, rel: str) -> dict:
+    """What the browser draws on the drill-down page ``rel``, read from the data files it loads:
+    ``{anchor: {"qid", "text", "marks": {doc: mark}, "docs": [(doc, title, snippet, stored)],
+    "measures": {name: text}}}`` in page order."""
+    data = drilldown.page_data(out, rel)
+    res, content = data["result"], data["content"]
+    out_q = {}
+    for q in res["queries"]:
+        docs = [res["docids"][i] for i, _, _ in q["t"]]
+        out_q[q["a"]] = {
+            "qid": q["q"], "text": content["queries"].get(q["q"], ""),
+            "marks": {res["docids"][i]: res["marks"][m] for i, _, m in q["t"]},
+            "docs": [(d, *content["docs"].get(d, ("", "")), d in content["docs"]) for d in docs],
+            "measures": {m: v for m, v in zip(res["measures"], q["m"]) if v is not None},
+        }
+    return out_q
 
 
 def test_retriever_page_and_drilldown_marks(site):
@@ -492,31 +537,29 @@ def test_retriever_page_and_drilldown_marks(site):
     assert "coder-seq/negconstraint-seed0.html" in hrefs and "../bench/negconstraint.html" in hrefs
 
     html, root = read(out, "retriever/bm25/negconstraint-seed0.html")
-    q1 = root.by_id("q-q01")
-    assert "text of q01 <i>not</i>" in q1.find("p", "qtext").text()
-    marks = {tr.attrs["data-doc"]: tr.attrs["data-mark"] for tr in q1.iter("tr", None) if "data-doc" in tr.attrs}
-    assert marks == {"d-sat": "satisfying", "d-viol": "violating", "d-top": "topical", "d-unj": "unjudged",
-                     "d-zero": "non-relevant"}
-    rows = [tr for tr in q1.iter("tr") if "data-doc" in tr.attrs]
-    assert "Sat <title>" in rows[0].text() and "Sat &lt;title&gt;" in html
-    snippet = rows[0].find("span", "snippet").text()
+    assert root.by_id("queries").attrs["data-queries"] == str(NQ)
+    dd = drill(out, "retriever/bm25/negconstraint-seed0.html")
+    q1 = dd["q-q01"]
+    assert "text of q01 <i>not</i>" == q1["text"]
+    assert q1["marks"] == {"d-sat": "satisfying", "d-viol": "violating", "d-top": "topical", "d-unj": "unjudged",
+                           "d-zero": "non-relevant"}
+    doc, title, snippet, stored = q1["docs"][0]
+    assert title == "Sat <title>" and "Sat <title>" not in html  # texts live in the data file, never in the markup
     assert len(snippet) <= 300 and snippet.endswith("…")
-    assert "text not stored" in rows[3].text()
-    qm = {s.attrs["data-measure"]: s.text() for s in q1.iter("span", "qmeasure")}
-    assert qm["FVR@10"] == "FVR@10 1.00" and qm["V@2"] == "V@2 1.000"
-    assert len(list(root.iter("article", "query"))) == NQ
+    assert q1["docs"][3][3] is False  # text not stored
+    assert q1["measures"]["FVR@10"] == "1.00" and q1["measures"]["V@2"] == "1.000"
+    assert len(dd) == NQ
     assert "not in this store" not in html
 
     # a binary benchmark: grade 1 satisfies
-    _, root = read(out, "retriever/bm25/diag-antonym-seed0.html")
-    a1 = root.by_id("q-a1")
-    assert {tr.attrs["data-doc"]: tr.attrs["data-mark"] for tr in a1.iter("tr") if "data-doc" in tr.attrs} == \
+    assert drill(out, "retriever/bm25/diag-antonym-seed0.html")["q-a1"]["marks"] == \
         {"x1": "satisfying", "x2": "violating"}
     # no stored content (an imported result): ids only, said so
     html, root = read(out, "retriever/bm25/beir-scifact-seed0.html")
     assert "not in this store" in html
-    assert [a.attrs["data-qid"] for a in root.iter("article", "query")][0] == "s1"
-    assert {tr.attrs["data-mark"] for tr in root.by_id("q-s1").iter("tr") if "data-doc" in tr.attrs} == {"unknown"}
+    dd = drill(out, "retriever/bm25/beir-scifact-seed0.html")
+    assert [q["qid"] for q in dd.values()][0] == "s1"
+    assert set(dd["q-s1"]["marks"].values()) == {"unknown"}
 
 
 def test_drilldown_cap(tmp_path, monkeypatch):
@@ -525,7 +568,7 @@ def test_drilldown_cap(tmp_path, monkeypatch):
     render_site(store, tmp_path / "o", n_resamples=200)
     html = (tmp_path / "o" / "retriever/bm25/negconstraint-seed0.html").read_text()
     root = parse(html)
-    assert len(list(root.iter("article", "query"))) == 5
+    assert len(drill(tmp_path / "o", "retriever/bm25/negconstraint-seed0.html")) == 5
     assert "Showing the first 5 of 30 queries" in root.find("p", "cap").text()
 
 
@@ -554,10 +597,23 @@ def test_every_link_resolves_and_nothing_external(site):
         assert "<link" not in low and "<img" not in low and "<iframe" not in low
         assert "@import" not in html
         assert not re.search(r"url\(\s*['\"]?(?!#)", html), path  # only in-page SVG references
-        # the sort script is the one script, the same everywhere
-        scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, flags=re.S | re.I)
-        assert len(scripts) == 1 and scripts[0].strip() == script.strip(), path
-        assert "fetch(" not in scripts[0] and "XMLHttpRequest" not in scripts[0]
+        # inline scripts: the sort script, the same everywhere, and on a drill-down page the
+        # drill-down script, also constant; the only other scripts are the drill-down's data files,
+        # local and under data/, holding one assignment of JSON each
+        inline = re.findall(r"<script>(.*?)</script>", html, flags=re.S | re.I)
+        sources = re.findall(r'<script src="([^"]+)"></script>', html)
+        assert len(re.findall(r"<script\b", html)) == len(inline) + len(sources), path
+        drilldown_page = "/retriever/" in str(path) and path.parent.name != "retriever"
+        expected_inline = [script.strip()] + ([drilldown.drilldown_script().strip()] if drilldown_page else [])
+        assert sorted(x.strip() for x in inline) == sorted(expected_inline), path
+        assert len(sources) == (2 if drilldown_page else 0), path
+        for src in sources:
+            target = (path.parent / src).resolve()
+            assert (out / "data").resolve() in target.parents and target.suffix == ".js", (path, src)
+            kind, value = drilldown.read_data(target)
+            assert kind in ("content", "result") and isinstance(value, dict)
+        for code in inline:
+            assert "fetch(" not in code and "XMLHttpRequest" not in code and "innerHTML" not in code
 
 
 def test_label_escaped_on_every_page(site):
@@ -654,8 +710,10 @@ def test_runner_saves_content_for_the_drilldown(tmp_path, home, no_network):
 
     out = tmp_path / "site"
     assert invoke("leaderboard", "--out", str(out)).exit_code == 0
-    page = next((out / "retriever" / "bm25").glob("*.html")).read_text(encoding="utf-8")
-    assert QUERIES["q1"] in page and DOCS["d1"] in page and "✓ satisfying" in page
+    rel = str(next((out / "retriever" / "bm25").glob("*.html")).relative_to(out))
+    dd = {q["qid"]: q for q in drill(out, rel).values()}
+    assert dd["q1"]["text"] == QUERIES["q1"] and any(snip == DOCS["d1"] for _, _, snip, _ in dd["q1"]["docs"])
+    assert "satisfying" in dd["q1"]["marks"].values()
     store.close()
     assert no_network == []
 
@@ -678,7 +736,11 @@ def test_rerender_removes_stale_pages_only(tmp_path, monkeypatch):
     assert not (out / "retriever" / "coder-seq").exists()  # its emptied folder too
     assert (out / "notes.html").read_text() == "mine" and (out / "retriever" / "extra.html").exists()
     manifest = json.loads((out / MANIFEST).read_text())
-    assert set(manifest["pages"]) == after - {"notes.html", "retriever/extra.html"}
+    assert {p for p in manifest["pages"] if p.endswith(".html")} == after - {"notes.html", "retriever/extra.html"}
+    # the result's data file went with its page; the benchmark content it shared stays
+    assert "data/coder-seq/negconstraint-seed0.js" not in manifest["pages"]
+    assert not (out / "data" / "coder-seq").exists()
+    assert all((out / p).is_file() for p in manifest["pages"])
     store.close()
 
 
@@ -698,7 +760,7 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
         for i, (g, tds) in enumerate(zip(b.groups, rows)):
             assert tds[0].find("a").text() == g.display
             for j, m in enumerate(b.measures):
-                cell, agg = tds[1 + j], g.measure(m)
+                cell, agg = tds[3 + j], g.measure(m)
                 assert cell.attrs["data-value"] == ("" if agg.mean is None else repr(agg.mean))
                 extras = [s.text() for s in cell.iter("span", "extra")]
                 if agg.std is not None:
@@ -730,8 +792,12 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
     _, root = read(out, "index.html")
     constraint = next(s for s in board.suites if s.name == "constraint")
     _, rows = table_rows(root.by_id("overview-constraint"))
-    assert [r[0].text().strip() for r in rows] == [r.label for r in constraint.rows]
-    for tds, r in zip(rows, constraint.rows):
+    _, apart = table_rows(root.by_id("overview-constraint-apart"))
+    assert [r[0].text().strip() for r in rows] == [r.label for r in constraint.ranked]
+    assert [r[0].text().strip() for r in apart] == [r.label for r in constraint.apart]
+    assert constraint.rows == constraint.ranked + constraint.apart  # never a complete row below an incomplete one
+    assert constraint.headline_benchmarks == ["negconstraint", "diag/antonym"]
+    for tds, r in zip(rows + apart, constraint.rows):
         assert [td.attrs["data-value"] for td in tds[1:1 + len(constraint.measures)]] == \
             [repr(r.means[m]) if r.means[m] is not None else "" for m in constraint.measures]
         assert tds[-2].attrs["data-value"] == (repr(r.per_benchmark["negconstraint"])
@@ -793,7 +859,11 @@ def test_baselines_reference_and_headline_are_suite_data(tmp_path, monkeypatch):
     assert {t.kind: t.reference for t in b.tests_of(row[ODD_LABEL], "nDCG@10")} == \
         {"reference": "bm25", "baseline": "dense"}
     html, root = read(out, "bench/tiny.html")
-    assert "differs from <em>bm25</em>" in html and "(retrievers <code>dense</code>)" in html
+    # no row differs significantly here: the legend of the marks is left out, and says so instead
+    assert not any(b.tests_of(i, m) and any(t.significant for t in b.tests_of(i, m))
+                   for i in range(len(b.groups)) for m in b.measures)
+    assert "differs from <em>" not in html and "†</strong>" not in html
+    assert "No row differs significantly from <em>bm25</em> or the best baseline" in html
     _, rows = table_rows(root.by_id("results"))
     tagged = [r[0].find("a").text() for r in rows if list(r[0].iter("span", "baseline-tag"))]
     assert tagged == ["dense"]

@@ -121,7 +121,7 @@ def test_readme_example_submitted_end_to_end(example_package, tmp_path: Path) ->
                            "--benchmark", str(tiny), "--data-dir", str(data_dir), "--device", "cpu"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    site = home / "site" / "index.html"
+    site = tmp_path / "leaderboard" / "index.html"  # the one default site location, as `leaderboard` writes it
     assert f"site: {site.resolve()}" in proc.stdout.replace("\n", "")
 
     with Store(home / "results.sqlite") as store:
@@ -322,3 +322,27 @@ def test_provenance_of_src_layout_editable_package_in_git(tmp_path: Path, monkey
     finally:
         for m in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
             sys.modules.pop(m, None)
+
+
+def test_one_identity_per_class_whether_named_by_entry_point_or_module_class(
+        example_package, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's class submitted once by its entry point and once as ``module:Class`` is one
+    configuration: the same stored name and spec hash, so the second submission resumes the first
+    and the board has one row for it."""
+    from harness.registry import canonical_retriever_name
+
+    monkeypatch.syspath_prepend(str(example_package["dir"]))
+    data = make_constraint_set(tmp_path / "tiny-constraint")
+    by_ep, by_class = example_package["entry_point"], f"{example_package['module']}:NegTfidf"
+    assert canonical_retriever_name(by_class) == by_ep
+    assert canonical_retriever_name("json:JSONDecoder") == "json:JSONDecoder"  # unknown to the registry: as given
+    site = tmp_path / "site"
+    res = CliRunner().invoke(app, ["submit", by_ep, "-b", str(data), "--out", str(site)])
+    assert res.exit_code == 0 and "1 new result(s), 0 already stored" in res.output, res.output
+    res = CliRunner().invoke(app, ["submit", by_class, "-b", str(data), "--out", str(site)])
+    assert res.exit_code == 0 and "0 new result(s), 1 already stored" in res.output, res.output
+    with Store(home / "results.sqlite") as store:
+        recs = store.results()
+    assert [(r.retriever, r.label) for r in recs] == [(by_ep, by_ep)]
+    page = (site / "index.html").read_text(encoding="utf-8")
+    assert page.count(f">{by_ep}</a></td>") == 1 and by_class not in page

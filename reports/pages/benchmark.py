@@ -12,10 +12,10 @@ from harness.measures import group_by, parse_measure
 from harness.store import ResultRecord
 
 from .. import plots
-from ..compare import BASELINE, REFERENCE, BenchmarkComparison, PairedTest, measure_higher_is_better
+from ..compare import BASELINE, REFERENCE, BenchmarkComparison, PairedTest, base_name, measure_higher_is_better
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
-from .common import Site, fmt_count, header, initial_aria, json_value, raw
+from .common import Site, fmt_count, header, initial_aria, json_value, legend, raw
 
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
 
@@ -43,17 +43,26 @@ def meta(b: BenchmarkComparison) -> dict[str, Any]:
             v = st.get(key)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and (key != "pairs" or v > 0):
                 stats.append({"name": name, "value": fmt_count(float(v))})
+    description = info.description if info is not None else ""
+    source = info.source if info is not None else ""
+    if s.local:  # the folder's path says nothing to a reader and may name a temporary or home directory
+        folder = base_name(s.name).rsplit(":", 1)[0] if ":" in base_name(s.name)[2:] else base_name(s.name)
+        description = description.replace(folder, s.display)
+        source = "a local folder given by path (not shown)"
     return {
-        "name": s.name,
+        "name": s.display or s.name,
         "slug": s.slug,
         "task": s.task,
+        "local": s.local,
+        "slice": s.query_slice,
+        "full": base_name(s.display or s.name) if s.query_slice is not None else "",
         "fallback": s.fallback,
         "versions": s.versions,
         "version_shown": info.version if info is not None else "",
         "unregistered_versions": [v for v in s.versions if v not in {i.version for i in s.infos}],
         "multi_version": len(s.versions) > 1,
-        "description": info.description if info is not None else "",
-        "source": info.source if info is not None else "",
+        "description": description,
+        "source": source,
         "license": info.license if info is not None else "",
         "stats": stats,
     }
@@ -130,7 +139,9 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "queries": "–".join(f"{n:,}" for n in ([nq[0], nq[-1]] if len(nq) > 1 else nq)),
             "missing": f"({g.n_missing:,} missing)" if g.n_missing > 0 else "",
         })
-    return {"headers": headers, "rows": rows}
+    return {"headers": headers, "rows": rows, "legend": legend(measures),
+            "marked": sorted({mk["kind"] for r in rows for c in r["cells"] for mk in c["marks"]}),
+            "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"])}
 
 
 def legend_refs(b: BenchmarkComparison) -> list[dict[str, str]]:
@@ -290,9 +301,10 @@ def _context(site: Site, reference: str | None, baselines: Sequence[str]) -> dic
 
 def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     task = next((str(d.get("task")) for d in sweeps if d.get("task")), "unknown")
-    return {"name": name, "slug": slug, "task": task, "fallback": False, "versions": [], "version_shown": "",
+    return {"name": name, "slug": slug, "task": task, "local": False, "slice": None, "full": "", "fallback": False,
+            "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
-            "stats": [], "table": {"headers": [], "rows": []}, "refs": [], "breakdowns": [], "survival": [],
+            "stats": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False}, "refs": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
 
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from harness.measures import parse_measure
 from harness.store import Store
 
 from ..compare import Leaderboard, measure_higher_is_better
@@ -120,13 +121,45 @@ def json_value(v: Any) -> str:
     return v if isinstance(v, str) else json_dump(v)
 
 
+def definition(m: str) -> str:
+    """What measure ``m`` is, in one line for a reader: its family's description with the cutoff
+    filled in, and what its mean is taken over; empty for a name the harness does not know."""
+    try:
+        meas = parse_measure(m)
+    except ValueError:
+        return ""
+    text = str(getattr(meas, "description", "") or "")
+    k = getattr(meas, "k", None)
+    if k and "top k" in text:
+        text = text.replace("top k", f"top {k}").replace("k + 1", f"{k + 1}")
+    over = getattr(meas, "averaged_over", "")
+    return f"{text}; averaged over {over}" if text and over else text
+
+
+def legend(measures: Sequence[str]) -> list[dict[str, str]]:
+    """The measures of a table with their definitions, for the legend under it (each once, in
+    column order; only those the table shows)."""
+    seen: list[str] = []
+    for m in measures:
+        if m not in seen:
+            seen.append(m)
+    out = []
+    for m in seen:
+        d = definition(m)
+        higher = measure_higher_is_better(m)
+        out.append({"name": m, "definition": d or "a measure this version of the harness does not describe",
+                    "direction": "higher is better" if higher else "lower is better", "arrow": "↑" if higher else "↓"})
+    return out
+
+
 def header(m: str, *, sort: str = "num", headline: bool = False, n_note: str = "", n_title: str = "",
            aria: str = "") -> dict[str, Any]:
     higher = measure_higher_is_better(m)
+    d = definition(m)
     return {
         "name": m,
         "arrow": "↑" if higher else "↓",
-        "direction": "higher is better" if higher else "lower is better",
+        "direction": ("higher is better" if higher else "lower is better") + (f" · {m}: {d}" if d else ""),
         "n_note": n_note,
         "n_title": n_title,
         "sort": sort,

@@ -1,22 +1,75 @@
 """``retriever/<slug>/<bench-slug>-seed<N>.html``: the per-query drill-down of one result — the
 first :data:`DRILLDOWN_QUERIES` queries, the top :data:`DRILLDOWN_DEPTH` documents of each, marked
-satisfying / violating / topical / non-relevant / unjudged from the judgments the store keeps."""
+satisfying / violating / topical / non-relevant / unjudged from the judgments the store keeps.
+
+The page itself is small: a header and a pager. The queries are rendered in the browser, a page of
+:data:`PER_PAGE` at a time, by the constant ``templates/_drilldown.js`` from two data files the
+page loads with ``<script src>`` (so it works from ``file://``, where a page cannot fetch JSON):
+
+* ``data/content/<bench-slug>-<version>.js``: the query texts and the title and snippet of every
+  document some shown ranking of that benchmark version has in its top :data:`DRILLDOWN_DEPTH`,
+  written once per version however many results use it;
+* ``data/<retriever-slug>/<bench-slug>-seed<N>.js``: this result's rankings (document indices,
+  scores, mark indices) and per-query values of the benchmark's headline measures.
+
+Each data file is one assignment, ``window.BEYONDSIM.<content|result> = <JSON>;``, with the JSON
+ASCII-escaped; :func:`read_data` reads one back. A board of hundreds of results thus weighs tens
+of kilobytes per result instead of megabytes, and stays responsive however many queries it has.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.store import CONTENT_DEPTH, ResultRecord, Store
 
 from ..compare import BenchmarkComparison, PerQuery
 from ..text import DASH, finite, fmt_num, measure_decimals, measure_per_query, slugify
-from .common import Site
+from .common import TEMPLATES, Site, write
 
 DRILLDOWN_QUERIES = 200
 DRILLDOWN_DEPTH = CONTENT_DEPTH  # the documents the runner keeps and an export carries
+PER_PAGE = 25  # queries rendered at a time
 
 MARK_TEXT = {"satisfying": "✓ satisfying", "violating": "✗ violating", "topical": "~ topical",
              "non-relevant": "○ non-relevant", "unjudged": "· unjudged", "unknown": "? not stored"}
+MARKS = list(MARK_TEXT)
+DATA_RE = re.compile(r"^window\.BEYONDSIM\.(content|result) = (.*);\s*$", re.S)
+
+
+def drilldown_script() -> str:
+    """The text of the drill-down's inline script (the same on every drill-down page)."""
+    return (TEMPLATES / "_drilldown.js").read_text(encoding="utf-8")
+
+
+def data_text(kind: str, value: Any) -> str:
+    """One data file: a prelude that makes ``window.BEYONDSIM`` and one assignment of ASCII JSON
+    (no character of it can end a script or a string early)."""
+    body = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return f"window.BEYONDSIM = window.BEYONDSIM || {{}};\nwindow.BEYONDSIM.{kind} = {body};\n"
+
+
+def read_data(path: Path) -> tuple[str, Any]:
+    """``(kind, value)`` of a data file written by :func:`data_text`."""
+    text = Path(path).read_text(encoding="utf-8").split("\n", 1)[1]
+    m = DATA_RE.match(text)
+    if m is None:
+        raise ValueError(f"{path}: not a drill-down data file")
+    return m.group(1), json.loads(m.group(2))
+
+
+def page_data(site_dir: Path, rel: str) -> dict[str, Any]:
+    """What the drill-down page ``rel`` of the site in ``site_dir`` renders: ``{"content": …,
+    "result": …}`` read from the data files it loads (for tests and other readers)."""
+    page = Path(site_dir) / rel
+    out: dict[str, Any] = {}
+    for src in re.findall(r'<script src="([^"]+)"', page.read_text(encoding="utf-8")):
+        kind, value = read_data((page.parent / src).resolve())
+        out[kind] = value
+    return out
 
 
 def judge_mark(docid: str, grades: Mapping[str, int], violating: Iterable[str], graded: bool) -> str:
@@ -34,12 +87,14 @@ def judge_mark(docid: str, grades: Mapping[str, int], violating: Iterable[str], 
 
 
 class Content:
-    """Benchmark content from the store, read once per version."""
+    """Benchmark content from the store, read once per version; the documents each version's shown
+    rankings need are gathered while the result pages are built and written once per version."""
 
     def __init__(self, store: Store):
         self.store = store
         self._queries: dict[str, list[dict[str, Any]]] = {}
         self._qrels: dict[str, tuple[dict[str, dict[str, int]], dict[str, set[str]]]] = {}
+        self.needed: dict[str, tuple[str, set[str], set[str]]] = {}  # version → (file, qids, docids)
 
     def queries(self, version: str) -> list[dict[str, Any]]:
         if version not in self._queries:
@@ -51,9 +106,30 @@ class Content:
             self._qrels[version] = self.store.qrels_of(version)
         return self._qrels[version]
 
+    def file_of(self, version: str, bench_slug: str) -> str:
+        """The content file of ``version`` (a path from the site root)."""
+        if version not in self.needed:
+            name = f"{bench_slug}-{slugify(version)[:12]}"
+            used = {f for f, _, _ in self.needed.values()}
+            rel = f"data/content/{name}.js"
+            n = 2
+            while rel in used:
+                rel, n = f"data/content/{name}-{n}.js", n + 1
+            self.needed[version] = (rel, set(), set())
+        return self.needed[version][0]
+
+    def write(self, site: Site) -> None:
+        for version, (rel, qids, docids) in self.needed.items():
+            texts = {q["qid"]: q["text"] for q in self.queries(version) if q["qid"] in qids}
+            docs = self.store.documents_of(version, docids) if docids else {}
+            write(site.out_dir / rel, data_text("content", {
+                "queries": texts, "docs": {d: [t, s] for d, (t, s) in sorted(docs.items())}}))
+            site.written.add(rel)
+
 
 def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparison,
-         measures: Sequence[str], pq: PerQuery) -> dict[str, Any]:
+         measures: Sequence[str], pq: PerQuery) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(page view, result data)`` of one result's drill-down."""
     version = rec.benchmark_version
     queries = content.queries(version)
     rel, viol = content.qrels(version)
@@ -64,11 +140,9 @@ def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparis
     per_query = pq.result(rec)
     if has_text:
         qids = [q["qid"] for q in queries]
-        texts = {q["qid"]: q["text"] for q in queries}
         known = set(qids)
         qids += [q for q in rankings if q not in known]
     else:
-        texts = {}
         qids = list(rankings)
         seen = set(qids)
         for m in measures:
@@ -78,36 +152,40 @@ def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparis
                     seen.add(q)
     total = len(qids)
     shown = qids[:DRILLDOWN_QUERIES]
-    doc_ids = {d for q in shown for d, _ in rankings.get(q, [])[:DRILLDOWN_DEPTH]}
-    docs = store.documents_of(version, doc_ids) if doc_ids else {}
-    out_queries = []
+    content_file = content.file_of(version, b.slug)
+    _, want_q, want_d = content.needed[version]
+    want_q.update(shown)
+    docids: list[str] = []
+    doc_index: dict[str, int] = {}
     counts = {k: 0 for k in MARK_TEXT}
+    used: set[str] = set()
+    out_queries = []
     for q in shown:
         grades = rel.get(q, {})
         vq = viol.get(q, set())
         top = []
-        for rank, (d, score) in enumerate(rankings.get(q, [])[:DRILLDOWN_DEPTH], 1):
+        for d, score in rankings.get(q, [])[:DRILLDOWN_DEPTH]:
             mark = judge_mark(d, grades, vq, graded) if has_qrels else "unknown"
             counts[mark] += 1
-            title, snippet = docs.get(d, ("", ""))
-            top.append({"rank": rank, "doc": d, "title": title, "snippet": snippet, "stored": d in docs,
-                        "score": f"{float(score):.4f}" if finite(score) else DASH, "mark": mark,
-                        "mark_text": MARK_TEXT[mark]})
-        qm = [{"name": m, "value": fmt_num(per_query[m][q], measure_decimals(m))}
-              for m in measures if q in per_query.get(m, {})]
-        out_queries.append({"qid": q, "anchor": "q-" + slugify(q), "text": texts.get(q, ""), "measures": qm,
-                            "top": top, "in_run": q in rankings,
-                            "n_judged": len(grades), "n_violating": len(vq)})
-    used: set[str] = set()
-    for oq in out_queries:  # unique anchors
-        oq["anchor"] = slugify(oq["anchor"], used)
-    return {
-        "benchmark": b.name, "bench_slug": b.slug, "version": version, "seed": rec.seed, "k": rec.k,
-        "has_text": has_text, "has_qrels": has_qrels, "graded": graded,
+            if d not in doc_index:
+                doc_index[d] = len(docids)
+                docids.append(d)
+            top.append([doc_index[d], f"{float(score):.4f}" if finite(score) else None, MARKS.index(mark)])
+        want_d.update(d for d, _ in rankings.get(q, [])[:DRILLDOWN_DEPTH])
+        values = [fmt_num(per_query[m][q], measure_decimals(m)) if q in per_query.get(m, {}) else None
+                  for m in measures]
+        out_queries.append({"q": q, "a": slugify("q-" + slugify(q), used), "m": values, "t": top,
+                            "r": q in rankings, "j": len(grades), "v": len(vq)})
+    data = {"measures": list(measures), "docids": docids, "marks": MARKS, "mark_text": MARK_TEXT,
+            "has_qrels": has_qrels, "per_page": PER_PAGE, "queries": out_queries}
+    page = {
+        "benchmark": b.section.display or b.name, "bench_slug": b.slug, "version": version, "seed": rec.seed,
+        "k": rec.k, "has_text": has_text, "has_qrels": has_qrels, "graded": graded,
         "total": total, "n_shown": len(shown), "capped": total > len(shown), "cap": DRILLDOWN_QUERIES,
-        "depth": DRILLDOWN_DEPTH, "queries": out_queries,
+        "depth": DRILLDOWN_DEPTH, "per_page": PER_PAGE, "content_file": content_file,
         "counts": [{"mark": k, "text": MARK_TEXT[k], "n": v} for k, v in counts.items() if v],
     }
+    return page, data
 
 
 def render(site: Site) -> None:
@@ -116,5 +194,10 @@ def render(site: Site) -> None:
         slug = site.retriever_slugs[label]
         for b, g in site.board.rows_of(label):
             for r in g.records:
-                dd = view(site.store, content, r, b, b.measures, site.board.per_query)
-                site.page("drilldown.html", site.drilldowns[int(r.id or 0)], label=label, slug=slug, dd=dd)
+                page_rel = site.drilldowns[int(r.id or 0)]
+                data_rel = "data/" + page_rel.split("/", 1)[1][:-len(".html")] + ".js"
+                dd, data = view(site.store, content, r, b, b.headline, site.board.per_query)
+                write(site.out_dir / data_rel, data_text("result", data))
+                site.written.add(data_rel)
+                site.page("drilldown.html", page_rel, label=label, slug=slug, dd=dd, data_file=data_rel)
+    content.write(site)

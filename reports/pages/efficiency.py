@@ -26,14 +26,18 @@ def _fmt_usd(x: float) -> str:
 
 def numbers(g: ConfigGroup) -> dict[str, Any]:
     offline, online, items, calls, hits, pt, ct, usd = [], [], [], [], [], [], [], []
-    qps = []
+    qps, offline_cpu, online_cpu, model = [], [], [], []
     unknown = tokens_unknown = False
     for r in g.records:
         t = phase_totals(r.phases)
         if t["offline_s"] is not None:
             offline.append(t["offline_s"])
+            offline_cpu.append(t["offline_cpu_s"])
+        if t["model_s"] is not None:
+            model.append(t["model_s"])
         if t["online_s"] is not None:
             online.append(t["online_s"])
+            online_cpu.append(t["online_cpu_s"])
             n = t["online_items"] or r.n_queries
             items.append(n)
             if t["online_s"] > 0:
@@ -50,6 +54,7 @@ def numbers(g: ConfigGroup) -> dict[str, Any]:
             usd.append(c["usd"])
     return {
         "offline": mean(offline), "online": mean(online), "items": mean(items), "qps": mean(qps),
+        "offline_cpu": mean(offline_cpu), "online_cpu": mean(online_cpu), "model": mean(model),
         "calls": mean(calls) or 0.0, "hits": mean(hits) or 0.0, "prompt": mean(pt) or 0.0,
         "completion": mean(ct) or 0.0, "tokens_unknown": tokens_unknown,
         "usd": None if unknown else (mean(usd) or 0.0),
@@ -70,7 +75,10 @@ def cells(n: Mapping[str, Any]) -> dict[str, Any]:
     calls = n["calls"]
     return {
         "offline": {"raw": raw(n["offline"]), "value": _fmt_seconds(n["offline"])},
+        "offline_cpu": {"raw": raw(n["offline_cpu"]), "value": _fmt_seconds(n["offline_cpu"])},
         "online": {"raw": raw(n["online"]), "value": _fmt_seconds(n["online"])},
+        "online_cpu": {"raw": raw(n["online_cpu"]), "value": _fmt_seconds(n["online_cpu"])},
+        "model": {"raw": raw(n["model"]), "value": _fmt_seconds(n["model"])},
         "qps": {"raw": raw(n["qps"]), "value": f"{n['qps']:,.1f}" if n["qps"] is not None else DASH},
         "calls": {"raw": raw(calls), "value": fmt_count(calls) if calls else DASH},
         "hits": {"raw": raw(n["hits"]), "value": fmt_count(n["hits"]) if calls else DASH},
@@ -87,13 +95,15 @@ def view(site: Site) -> dict[str, Any]:
     for b in site.board.benchmarks:
         for g in b.groups:
             n = numbers(g)
-            rows.append({"label": g.display, "slug": site.retriever_slugs[g.display], "benchmark": b.name,
+            rows.append({"label": g.display, "slug": site.retriever_slugs[g.display],
+                         "benchmark": b.section.display or b.name,
                          "bench_slug": b.slug, "seeds": str(len(g.records)), **cells(n)})
             t = totals.setdefault(g.display, {"benchmarks": 0, "offline": [], "online": [], "items": [],
+                                              "offline_cpu": [], "online_cpu": [], "model": [],
                                               "calls": 0.0, "hits": 0.0, "prompt": 0.0, "completion": 0.0,
                                               "tokens_unknown": False, "usd": 0.0})
             t["benchmarks"] += 1
-            for k in ("offline", "online"):
+            for k in ("offline", "online", "offline_cpu", "online_cpu", "model"):
                 if n[k] is not None:
                     t[k].append(n[k])
             if n["online"] is not None and n["items"] is not None:
@@ -108,6 +118,9 @@ def view(site: Site) -> dict[str, Any]:
         num = {
             "offline": sum(t["offline"]) if t["offline"] else None,
             "online": sum(t["online"]) if t["online"] else None,
+            "offline_cpu": sum(t["offline_cpu"]) if t["offline_cpu"] else None,
+            "online_cpu": sum(t["online_cpu"]) if t["online_cpu"] else None,
+            "model": sum(t["model"]) if t["model"] else None,
             "qps": (sum(i for i, _ in t["items"]) / online_s) if online_s > 0 else None,
             "calls": t["calls"], "hits": t["hits"], "prompt": t["prompt"], "completion": t["completion"],
             "tokens_unknown": t["tokens_unknown"], "usd": t["usd"],

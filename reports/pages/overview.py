@@ -1,7 +1,9 @@
 """``index.html``: one table per suite with a headline (in registry order), then ``other`` for
 stored benchmarks no such suite lists. Rows are configuration labels, columns the suite's headline
-measures averaged over the suite's benchmarks the row was run on, a ``benchmarks`` coverage count
-and one column per benchmark with the first headline measure. Links to every other page."""
+measures averaged over the table's headline benchmarks (the same for every ranked row), a coverage
+count and one column per benchmark with the first headline measure; rows that lack a headline
+benchmark follow in a table of their own, unranked, with what they lack. Query slices and local
+folders are marked in the list of benchmarks. Links to every other page."""
 
 from __future__ import annotations
 
@@ -10,29 +12,38 @@ from typing import Any
 from ..compare import SuiteComparison
 from ..sweeps import sweep_grids
 from ..text import fmt_num, measure_decimals, slugify
-from .common import Site, header, initial_aria, raw
+from .common import Site, header, initial_aria, legend, raw
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."
 
 
 def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, Any]:
     first = suite.first
-    rows = []
-    for row in suite.rows:
+    core = set(suite.headline_benchmarks)
+    n_core = len(core)
+    names = {s.name: s.display or s.name for s in suite.benchmarks}
+
+    def row_view(row: Any) -> dict[str, Any]:
         cells = []
         for m in suite.measures:
             n = row.counts[m]
-            cells.append({
-                "measure": m,
-                "raw": raw(row.means[m]),
-                "value": fmt_num(row.means[m], measure_decimals(m)),
-                "title": f"mean over {n} benchmark{'s' if n != 1 else ''}" if n else f"no {m} on these benchmarks",
-            })
+            if row.missing:
+                title = "not ranked: not run on " + ", ".join(names[b] for b in row.missing)
+            elif n:
+                title = f"mean over the {n} headline benchmark{'s' if n != 1 else ''}"
+            else:
+                title = f"no {m} on these benchmarks"
+            cells.append({"measure": m, "raw": raw(row.means[m]),
+                          "value": fmt_num(row.means[m], measure_decimals(m)), "title": title})
         bench_cells = [{"raw": raw(row.per_benchmark[s.name]),
-                        "value": fmt_num(row.per_benchmark[s.name], measure_decimals(first or "")), "slug": s.slug}
+                        "value": fmt_num(row.per_benchmark[s.name], measure_decimals(first or "")), "slug": s.slug,
+                        "core": s.name in core}
                        for s in suite.benchmarks]
-        rows.append({"label": row.label, "slug": site.retriever_slugs[row.label], "coverage": row.coverage,
-                     "cells": cells, "bench_cells": bench_cells})
+        have = n_core - len(row.missing)
+        return {"label": row.label, "slug": site.retriever_slugs[row.label], "coverage": row.coverage,
+                "core_coverage": f"{have}/{n_core}", "cells": cells, "bench_cells": bench_cells,
+                "missing": [names[b] for b in row.missing]}
+
     return {
         "name": suite.name,
         "id": "overview-" + slugify(suite.name, used),
@@ -40,17 +51,22 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
         "headers": [header(m, headline=True, aria=initial_aria(first) if m == first else "")
                     for m in suite.measures],
         "first": first or "",
-        "benchmarks": [{"name": s.name, "slug": s.slug, "task": s.task} for s in suite.benchmarks],
-        "rows": rows,
+        "benchmarks": [{"name": s.display or s.name, "slug": s.slug, "task": s.task, "core": s.name in core,
+                        "local": s.local} for s in suite.benchmarks],
+        "headline_benchmarks": [names[b] for b in suite.headline_benchmarks],
+        "outside": [names[b] for b in suite.outside_headline],
+        "rows": [row_view(r) for r in suite.ranked],
+        "apart": [row_view(r) for r in suite.apart],
+        "legend": legend(suite.measures),
     }
 
 
 def render(site: Site) -> None:
     board = site.board
     used: set[str] = set()
-    benchmarks = [{"name": b.name, "slug": b.slug, "task": b.task, "rows": len(b.groups),
-                   "results": sum(len(g.records) for g in b.groups),
-                   "sweeps": len(sweep_grids(board.sweeps.get(b.name, [])))}
+    benchmarks = [{"name": b.section.display or b.name, "slug": b.slug, "task": b.task, "rows": len(b.groups),
+                   "results": sum(len(g.records) for g in b.groups), "local": b.section.local,
+                   "slice": b.section.query_slice, "sweeps": len(sweep_grids(board.sweeps.get(b.name, [])))}
                   for b in board.benchmarks]
     sweep_benchmarks = []
     for name, sweeps in board.sweep_only.items():

@@ -37,7 +37,7 @@ def view(site: Site, label: str) -> dict[str, Any]:
     for b, g in rows:
         for r in g.records:
             results.append({
-                "benchmark": b.name, "bench_slug": b.slug, "version": r.benchmark_version[:8], "seed": r.seed,
+                "benchmark": b.section.display or b.name, "bench_slug": b.slug, "version": r.benchmark_version[:8], "seed": r.seed,
                 "k": r.k, "created": r.created_at, "n_queries": r.n_queries,
                 "measures": [{"name": m, "value": fmt_num(r.measures[m].mean, measure_decimals(m))}
                              for m in b.headline if m in r.measures],
@@ -45,7 +45,7 @@ def view(site: Site, label: str) -> dict[str, Any]:
             })
             rf = r.extra.get("retriever") if isinstance(r.extra, dict) else None
             if isinstance(rf, dict) and rf:
-                facts.append({"benchmark": b.name, "seed": r.seed,
+                facts.append({"benchmark": b.section.display or b.name, "seed": r.seed,
                               "items": [{"key": str(k), "value": json_dump(v)} for k, v in rf.items()]})
     provenance, environment = distinct(records, "provenance"), distinct(records, "environment")
     return {

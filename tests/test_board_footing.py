@@ -1,0 +1,157 @@
+"""The board ranks rows on equal footing: headline figures average the same benchmarks for every
+ranked row, a row that lacks one is shown apart and never above a complete row, smoke slices
+(``--max-queries``) never reach an overview table, and a local folder is shown by its folder
+name, never by its absolute path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import registry
+from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from reports import compare, render_site
+from reports.compare import headline_set, local_display
+from tests.dom import parse
+from tests.test_site import table_rows
+
+SUITES = {"constraint": {"description": "c", "benchmarks": ["b1", "b2", "b3", "b4"], "headline": ["nDCG@10"],
+                         "baselines": ["bm25"], "reference": "dense"}}
+QIDS = [f"q{i}" for i in range(12)]
+
+
+def _record(label: str, bench: str, version: str, values: list[float], seed: int = 0) -> ResultRecord:
+    col = dict(zip(QIDS, values))
+    mean = float(np.mean(values))
+    return ResultRecord(
+        key=result_key(f"{label}-hash", version, seed, 100, "0.2.0"), retriever=label, label=label,
+        spec_hash=f"{label}-hash", spec={"retriever": label, "params": {}}, benchmark=bench, benchmark_version=version,
+        seed=seed, k=100, harness_version="0.2.0", n_queries=len(values), n_missing=0,
+        measures={"nDCG@10": MeasureValue(mean, len(values), mean - 0.1, mean + 0.1)},
+        per_query={"nDCG@10": col}, rankings={q: [("d1", 1.0)] for q in col})
+
+
+def _values(level: float) -> list[float]:
+    rng = np.random.default_rng(int(level * 1000))
+    return list(np.clip(level + rng.normal(0, 0.05, len(QIDS)), 0, 1))
+
+
+# the field: three rows on b1–b3; "extra" also ran b4 (which nobody else ran); "partial" skipped b3
+FIELD = {
+    "bm25": {"b1": 0.40, "b2": 0.50, "b3": 0.30},
+    "dense": {"b1": 0.50, "b2": 0.60, "b3": 0.40},
+    "mine": {"b1": 0.45, "b2": 0.55, "b3": 0.35},
+    "extra": {"b1": 0.42, "b2": 0.52, "b3": 0.32, "b4": 0.99},
+    "partial": {"b1": 0.90, "b2": 0.95},
+}
+
+
+def build(path: Path, with_slice: bool = False) -> Store:
+    s = Store(path)
+    for b in ("b1", "b2", "b3", "b4"):
+        s.save_benchmark(BenchmarkInfo(b, f"{b}v", "constraint", ["nDCG@10"], {}))
+    for label, per in FIELD.items():
+        for b, level in per.items():
+            s.save(_record(label, b, f"{b}v", _values(level)))
+    if with_slice:  # a smoke run of a new method on the first 3 queries of b1, and of bm25
+        s.save_benchmark(BenchmarkInfo("b1[:3]", "b1v-3", "constraint", ["nDCG@10"], {}))
+        for label, level in (("smoke", 1.0), ("bm25", 0.0)):
+            s.save(_record(label, "b1[:3]", "b1v-3", [level] * 3))
+    return s
+
+
+def expected_mean(label: str, benches: list[str]) -> float:
+    return float(np.mean([np.mean(_values(FIELD[label][b])) for b in benches]))
+
+
+@pytest.fixture
+def suites(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "suites", lambda: SUITES)
+
+
+def test_headline_set_maximises_rows_times_benchmarks() -> None:
+    order = ["b1", "b2", "b3", "b4"]
+    cov = {k: frozenset(v) for k, v in FIELD.items()}
+    assert headline_set(cov, order) == frozenset({"b1", "b2", "b3"})  # 4 rows × 3 beats 1 × 4 and 5 × 2
+    # two rows on {b1, b2}, one on {b1}: 2 × 2 = 4 > 3 × 1
+    assert headline_set({"a": frozenset({"b1", "b2"}), "b": frozenset({"b1", "b2"}), "c": frozenset({"b1"})},
+                        order) == frozenset({"b1", "b2"})
+    # a tie (2 × 1 = 1 × 2) goes to the larger set
+    assert headline_set({"a": frozenset({"b1"}), "b": frozenset({"b1", "b2"})}, order) == frozenset({"b1", "b2"})
+    assert headline_set({}, order) == frozenset()
+
+
+def test_a_row_with_an_extra_benchmark_or_a_missing_one_changes_no_ranking(tmp_path: Path, suites: None) -> None:
+    store = build(tmp_path / "r.sqlite")
+    (suite,) = compare(store, n_resamples=100).suites
+    assert suite.headline_benchmarks == ["b1", "b2", "b3"] and suite.outside_headline == ["b4"]
+    ranked = [r.label for r in suite.ranked]
+    core = ["b1", "b2", "b3"]
+    expect = {label: expected_mean(label, core) for label in ("bm25", "dense", "mine", "extra")}
+    assert ranked == sorted(expect, key=expect.get, reverse=True)
+    for r in suite.ranked:  # "extra"'s b4 (0.99) is not in its mean: the same benchmarks for all
+        assert r.means["nDCG@10"] == pytest.approx(expect[r.label]) and r.counts["nDCG@10"] == 3
+    # "partial" has the best per-benchmark figures but lacks b3: apart, after every ranked row, no headline
+    (partial,) = suite.apart
+    assert partial.label == "partial" and partial.missing == ["b3"] and partial.means["nDCG@10"] is None
+    assert suite.rows[-1] is partial
+    assert partial.per_benchmark["b1"] == pytest.approx(np.mean(_values(0.90)))
+
+    out = render_site(store, tmp_path / "site", n_resamples=100).parent
+    root = parse((out / "index.html").read_text(encoding="utf-8"))
+    _, rows = table_rows(root.by_id("overview-constraint"))
+    assert [r[0].text().strip() for r in rows] == ranked
+    heads, apart = table_rows(root.by_id("overview-constraint-apart"))
+    assert [r[0].text().strip() for r in apart] == ["partial"]
+    names = [h.text().strip().rstrip("↑↓") for h in heads]
+    assert apart[0][names.index("missing")].text().strip() == "b3"
+    b4 = next(h for h in heads if h.attrs.get("data-benchmark") == "b4")
+    assert "outside" in b4.classes and "not in the headline" in b4.attrs["title"]
+
+
+def test_a_smoke_slice_beside_full_runs_changes_no_headline(tmp_path: Path, suites: None) -> None:
+    full = compare(build(tmp_path / "a.sqlite"), n_resamples=100)
+    with_slice = compare(build(tmp_path / "b.sqlite", with_slice=True), n_resamples=100)
+
+    def table(board):
+        return [(r.label, r.means["nDCG@10"], r.missing) for r in board.suites[0].rows]
+
+    assert table(with_slice) == table(full)
+    assert "smoke" not in {r.label for s in with_slice.suites for r in s.rows}
+    assert [b.name for b in with_slice.slices] == ["b1[:3]"]
+    assert all(s.name != "other" for s in with_slice.suites)  # not even in the "other" table
+
+    out = render_site(build(tmp_path / "c.sqlite", with_slice=True), tmp_path / "site", n_resamples=100).parent
+    index = (out / "index.html").read_text(encoding="utf-8")
+    root = parse(index)
+    assert all("smoke" not in t.text() for t in root.iter("table"))
+    assert "first 3 queries · not ranked" in index
+    page = (out / "bench" / "b1-3.html").read_text(encoding="utf-8")
+    assert "A smoke run: results on the first 3 queries of b1" in page
+
+
+def test_a_local_folder_is_named_by_its_folder_never_its_path(tmp_path: Path) -> None:
+    folder = tmp_path / "secret-home" / "my-qa-set"
+    name = str(folder.resolve())
+    assert local_display(name) == "my-qa-set"
+    assert local_display(name + ":dev") == "my-qa-set:dev"
+    assert local_display(name + "[:5]") == "my-qa-set[:5]"
+    s = Store(tmp_path / "r.sqlite")
+    s.save_benchmark(BenchmarkInfo(name, "lv", "topical", ["nDCG@10"], {}, f"BEIR-format folder {name} (test split)",
+                                   f"local BEIR-format folder {name}", "unknown (local folder)"))
+    other = str((tmp_path / "elsewhere" / "my-qa-set").resolve())  # a second folder of the same name
+    s.save_benchmark(BenchmarkInfo(other, "lv2", "topical", ["nDCG@10"], {}))
+    s.save(_record("bm25", name, "lv", _values(0.5)))
+    s.save(_record("bm25", other, "lv2", _values(0.6)))
+    board = compare(s, n_resamples=100)
+    shown = sorted(b.section.display for b in board.benchmarks)
+    assert shown[0].startswith("my-qa-set (") and shown[1].startswith("my-qa-set (") and shown[0] != shown[1]
+    out = render_site(s, tmp_path / "site", n_resamples=100).parent
+    for page in out.rglob("*"):
+        if page.is_file():
+            text = page.read_text(encoding="utf-8")
+            assert str(tmp_path) not in text and "secret-home" not in text, page
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert index.count('class="tag local"') == 2
