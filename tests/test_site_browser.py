@@ -6,7 +6,8 @@ sorts a column and checks the new order against the stored values, follows links
 page, a retriever page and a per-query drill-down, and asserts that no page logged a console
 error, threw, or asked for anything over the network.
 
-Screenshots of the overview, a benchmark page and the cost page are written to
+Screenshots of the overview, a benchmark page (at full width and scrolled at a narrow window), a
+per-query drill-down and the cost page are written to
 ``$BEYONDSIM_ARTIFACTS/screenshots`` (default ``test-artifacts/screenshots`` in the repository)
 and listed in the test run's summary, so a CI log points at them.
 """
@@ -118,7 +119,32 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     assert "diag/antonym" in page.locator("h1").inner_text()
     assert page.locator("table#results tbody tr").count() == 2
     assert page.locator("svg[data-plot='line']").count() >= 1  # the violation-survival curves
+    # every measure of the table is defined in its legend, and in its header's tooltip
+    measures = page.eval_on_selector_all("table#results th[data-measure]", "hs => hs.map(h => h.dataset.measure)")
+    legend = page.eval_on_selector_all("dl.measures dt", "ds => ds.map(d => d.dataset.measures).join(' ').split(' ')")
+    assert measures and set(measures) <= set(legend)
+    assert "violates the query's constraint" in page.locator("th[data-measure='V@2']").get_attribute("title")
     _shoot(page, "benchmark.png", screenshot_log)
+
+    # a wide table scrolls inside its box at a narrow window: the page itself never scrolls
+    # sideways, the seeds column (the per-query links) is in view without scrolling, and the
+    # retriever column stays in view when the table is scrolled to its last column
+    page.set_viewport_size({"width": 900, "height": 900})
+    wrap = "section#results-section .table-wrap"
+    sizes = page.eval_on_selector(wrap, "w => [w.scrollWidth, w.clientWidth]")
+    assert sizes[0] > sizes[1], sizes  # wider than its box: it scrolls
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    box = page.eval_on_selector(wrap, "w => w.getBoundingClientRect().right")
+    seeds = page.locator("table#results td.seeds a").first
+    assert seeds.bounding_box()["x"] + seeds.bounding_box()["width"] <= box
+    page.eval_on_selector(wrap, "w => { w.scrollLeft = w.scrollWidth; }")
+    last = page.locator("table#results tbody tr:first-child td:last-child").bounding_box()
+    first = page.locator("table#results tbody tr:first-child td:first-child").bounding_box()
+    wrap_box = page.eval_on_selector(wrap, "w => { const r = w.getBoundingClientRect(); return [r.left, r.right]; }")
+    assert last["x"] + last["width"] <= wrap_box[1] + 1  # the last column scrolled into view
+    assert abs(first["x"] - wrap_box[0]) <= 2  # the retriever column stuck at the left edge
+    _shoot(page, "benchmark-wide.png", screenshot_log)
+    page.set_viewport_size({"width": 1280, "height": 900})
     _clean(page)
 
     # ---- a retriever page, then the per-query drill-down of its diag/antonym result
@@ -129,17 +155,31 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     page.wait_for_load_state()
     assert "/retriever/dense/" in page.url
     rec = next(r for r in store.results(retriever="dense", benchmark="diag/antonym", full=True))
-    first_qid = sorted(rec.rankings)[0]
-    body = page.locator("body").inner_text()
-    assert first_qid in body
-    # the drill-down shows the stored top documents with their judgment marks
-    top_doc = rec.rankings[first_qid][0][0]
-    assert top_doc in body
-    assert page.locator(".mark-violating, [data-mark='violating']").count() > 0
+    qids = [q["qid"] for q in store.queries_of(rec.benchmark_version)]
+    per_page = 25
+    # the script draws the first page of queries from the data files, in benchmark order
+    shown = page.eval_on_selector_all("article.query", "as => as.map(a => a.dataset.qid)")
+    assert shown == qids[:per_page]
+    first_qid = qids[0]
+    top = [d for d, _ in rec.rankings[first_qid][:10]]
+    drawn = page.eval_on_selector_all(f"article.query[data-qid='{first_qid}'] tr[data-doc]",
+                                      "rs => rs.map(r => r.dataset.doc)")
+    assert drawn == top
+    assert page.locator("[data-mark='violating']").count() > 0
+    if len(qids) > per_page:  # the next page draws the next queries
+        page.click("nav#pager a[data-page='2']")
+        shown = page.eval_on_selector_all("article.query", "as => as.map(a => a.dataset.qid)")
+        assert shown == qids[per_page:2 * per_page] and page.url.endswith("#page-2")
+    _shoot(page, "drilldown.png", screenshot_log)
     _clean(page)
 
     # ---- the cost page
     page.goto((site / "efficiency.html").as_uri())
     assert page.locator("table#efficiency-results tbody tr").count() == 2 * len(BENCHMARKS)
+    heads = page.eval_on_selector_all("table#efficiency-results thead th", "hs => hs.map(h => h.textContent.trim())")
+    assert {"offline s", "offline CPU s", "online s", "online CPU s", "model load s"} <= set(heads)
+    # dense loaded its encoder once, in its first result: that time is in "model load s", not "offline s"
+    cpu = page.eval_on_selector_all(f"table#efficiency-results td.online_cpu", "cs => cs.map(c => c.dataset.value)")
+    assert all(v != "" for v in cpu)
     _shoot(page, "cost.png", screenshot_log)
     _clean(page)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -121,33 +122,52 @@ def json_value(v: Any) -> str:
     return v if isinstance(v, str) else json_dump(v)
 
 
-def definition(m: str) -> str:
-    """What measure ``m`` is, in one line for a reader: its family's description with the cutoff
-    filled in, and what its mean is taken over; empty for a name the harness does not know."""
+def _described(m: str) -> tuple[str, int | None, str, str] | None:
+    """``(family, cutoff, description, averaged over)`` of a measure the harness knows; the
+    description without its own "(higher/lower is better)", which the pages say apart."""
     try:
         meas = parse_measure(m)
     except ValueError:
-        return ""
+        return None
     text = str(getattr(meas, "description", "") or "")
-    k = getattr(meas, "k", None)
-    if k and "top k" in text:
+    text = re.sub(r"\s*\((higher|lower) is better\)", "", text).strip()
+    return str(meas.family), getattr(meas, "k", None), text, str(getattr(meas, "averaged_over", "") or "")
+
+
+def definition(m: str) -> str:
+    """What measure ``m`` is, in one line for a reader: its family's description with the cutoff
+    filled in, and what its mean is taken over; empty for a name the harness does not know."""
+    d = _described(m)
+    if d is None or not d[2]:
+        return ""
+    _, k, text, over = d
+    if k:
         text = text.replace("top k", f"top {k}").replace("k + 1", f"{k + 1}")
-    over = getattr(meas, "averaged_over", "")
-    return f"{text}; averaged over {over}" if text and over else text
+    return f"{text}; averaged over {over}" if over else text
 
 
 def legend(measures: Sequence[str]) -> list[dict[str, str]]:
-    """The measures of a table with their definitions, for the legend under it (each once, in
-    column order; only those the table shows)."""
-    seen: list[str] = []
+    """The measures of a table with their definitions, for the legend under it: one entry per
+    measure family (``V@k, k = 1, 2, 10``), in column order, only for what the table shows."""
+    families: dict[str, list[str]] = {}
     for m in measures:
-        if m not in seen:
-            seen.append(m)
+        d = _described(m)
+        key = d[0] if d is not None and d[1] is not None else m
+        if m not in families.setdefault(key, []):
+            families[key].append(m)
     out = []
-    for m in seen:
-        d = definition(m)
+    for key, names in families.items():
+        m = names[0]
         higher = measure_higher_is_better(m)
-        out.append({"name": m, "definition": d or "a measure this version of the harness does not describe",
+        d = _described(m)
+        if len(names) == 1 or d is None:
+            name, text = m, definition(m)
+        else:
+            ks = sorted(int(_described(n)[1] or 0) for n in names)  # type: ignore[index]
+            name = f"{key}@k (k = {', '.join(map(str, ks))})"
+            text = f"{d[2]}; averaged over {d[3]}" if d[3] else d[2]
+        out.append({"name": name, "members": " ".join(names),
+                    "definition": text or "a measure this version of the harness does not describe",
                     "direction": "higher is better" if higher else "lower is better", "arrow": "↑" if higher else "↓"})
     return out
 
