@@ -152,7 +152,7 @@ def test_metadata_is_declared_once_with_register(monkeypatch: pytest.MonkeyPatch
 def test_llm_use_of_our_retrievers() -> None:
     uses = {ep.name: registry.retriever_info(ep.load()).calls_llm(ep.load().Params())
             for ep in _our_retriever_entry_points()}
-    assert {n for n, used in uses.items() if used} == {"hyde", "deo"}
+    assert {n for n, used in uses.items() if used} == {"hyde", "deo", "nsir"}
     deo_rules = registry.get_retriever_class("deo-rules")
     assert registry.retriever_info(deo_rules).calls_llm(deo_rules.Params(decomposer="llm"))
 
