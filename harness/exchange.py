@@ -34,6 +34,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 
 from .registry import check_label
 from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store
+from .trust import ORIGIN_KEY
 
 EXPORT_SCHEMA = 2  # 2: adds the "benchmark_content" lines (drill-down content); result lines as in 1
 IMPORT_SCHEMAS = (1, 2)
@@ -336,6 +337,9 @@ class ImportedLine:
     benchmark_info: BenchmarkInfo | None
     source: str
     lineno: int
+    # set by a check made here (harness.verify) that recomputed the result's measures from its
+    # rankings: only then does the import keep the record's extra["origin"]["verified"]
+    verified_here: bool = False
 
     @property
     def where(self) -> str:
@@ -478,10 +482,14 @@ class ImportCounts:
 
 
 def import_items(store: Store, items: Iterable[ImportedLine | ImportedContent],
-                 local_infos: Mapping[tuple[str, str], BenchmarkInfo] | None = None) -> ImportCounts:
+                 local_infos: Mapping[tuple[str, str], BenchmarkInfo] | None = None, *,
+                 origin: Mapping[str, Any] | None = None) -> ImportCounts:
     """Write checked lines into ``store`` in one transaction: a result whose key is stored already
     is left as it is; a benchmark the store does not describe yet gets the description of its
-    local copy (``local_infos``), else the one the line carries."""
+    local copy (``local_infos``), else the one the line carries. Each written result records where
+    it came from in ``extra["origin"]`` (:mod:`harness.trust`): ``{"kind": "import", "source":
+    <file>}`` plus ``origin``; an origin the line carried from an earlier import is replaced, and a
+    ``verified`` entry is kept only when it was set by a check made here, in this import."""
     counts = ImportCounts()
     with store.transaction():
         have_info = {(b.name, b.version) for b in store.benchmarks()}
@@ -493,6 +501,11 @@ def import_items(store: Store, items: Iterable[ImportedLine | ImportedContent],
                 counts.documents_added += n_docs
                 continue
             rec = it.record
+            carried = rec.extra.get(ORIGIN_KEY) if isinstance(rec.extra.get(ORIGIN_KEY), dict) else {}
+            mark: dict[str, Any] = {"kind": "import", "source": it.source, **dict(origin or {})}
+            if it.verified_here and isinstance(carried.get("verified"), dict):
+                mark["verified"] = carried["verified"]
+            rec.extra = {**rec.extra, ORIGIN_KEY: mark}
             ident = (rec.benchmark, rec.benchmark_version)
             if ident not in have_info:
                 info = (local_infos or {}).get(ident) or it.benchmark_info

@@ -31,6 +31,7 @@ BUILDER_GROUP = "beyondsim.builders"  # diagnostic-set builders: callable(corpus
 TRAINER_GROUP = "beyondsim.trainers"  # `beyondsim train NAME`: an object with Params, description and train(...)
 MANIFEST_GROUP = "beyondsim.manifests"  # paths of JSON files with the expected checksums and counts
 COMMAND_GROUP = "beyondsim.commands"  # more `beyondsim` verbs: a typer app, mounted under the entry point name
+REFERENCE_GROUP = "beyondsim.reference"  # {"plan", "bundle", "expected"} paths of the shipped reference results
 FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
 
 _retrievers: dict[str, type] = {}
@@ -475,6 +476,21 @@ def manifest_paths() -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------
 # Suites
+
+
+def reference_files() -> dict[str, Path]:
+    """The paths of the reference results shipped with the installed packages (entry point group
+    ``beyondsim.reference``): ``plan`` (what runs), ``bundle`` (the results, an export) and
+    ``expected`` (the reproduction matrix). Later entry points override earlier keys; empty when
+    none is installed."""
+    out: dict[str, Path] = {}
+    for name, ep in sorted(_entry_points(REFERENCE_GROUP).items()):
+        try:
+            files = ep.load()
+        except Exception as e:  # noqa: BLE001
+            raise RegistryError(f"reference files {name!r}: entry point {ep.value!r} failed to load: {e}") from e
+        out.update({str(k): Path(v) for k, v in dict(files).items()})
+    return out
 
 
 def suites() -> dict[str, dict[str, Any]]:

@@ -9,7 +9,9 @@ mean or interval bound is ``NULL``, and every other number must be finite.
 Tables: ``results`` (spec, benchmark, seed, versions, environment, provenance), ``measures``
 (mean, count, 95% CI), ``query_measures``, ``phases`` (wall/CPU seconds), ``llm_calls``,
 ``rankings`` (the stored run, for drill-down and re-evaluation), ``benchmarks`` (what the
-reports need to know about each benchmark without loading it), ``sweeps``, and the content the
+reports need to know about each benchmark without loading it), ``sweeps``, ``reproductions``
+(each ``beyondsim reproduce`` run's matrix of expected against recomputed figures), ``meta``
+(small facts about the store itself, such as which reference bundle it holds), and the content the
 per-query drill-down shows: ``bench_queries`` (texts and metadata), ``bench_qrels`` (grades and
 violating flags) and ``bench_documents`` (title and a snippet of each document that appears in a
 stored top 10). Tables are created ``IF NOT EXISTS``, so an older store gains them when opened.
@@ -132,6 +134,27 @@ CREATE TABLE IF NOT EXISTS bench_qrels (
   grade INTEGER,
   violating INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (version, qid, docid)
+);
+CREATE TABLE IF NOT EXISTS reproductions (
+  run_id TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  spec_hash TEXT NOT NULL,
+  retriever TEXT NOT NULL,
+  label TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  benchmark_version TEXT NOT NULL,
+  measure TEXT NOT NULL,
+  expected REAL NOT NULL,
+  tolerance REAL NOT NULL,
+  got REAL,
+  status TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  source TEXT NOT NULL,
+  PRIMARY KEY (run_id, spec_hash, benchmark, measure)
+);
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value_json TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS bench_documents (
   version TEXT NOT NULL,
@@ -553,6 +576,35 @@ class Store:
             d.update(key=r["key"], created_at=r["created_at"])
             out.append(d)
         return out
+
+    # -- reproduction matrices and facts about the store ------------------------------------------
+
+    def save_reproductions(self, rows: Iterable[Mapping[str, Any]]) -> str:
+        """Store one ``reproduce`` run's matrix (rows with the columns of table ``reproductions``
+        but ``run_id`` and ``created_at``) in one transaction; returns the run id."""
+        run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
+        created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        cols = ("spec_hash", "retriever", "label", "benchmark", "benchmark_version", "measure", "expected",
+                "tolerance", "got", "status", "kind", "source")
+        with self.transaction() as db:
+            db.executemany(f"INSERT INTO reproductions VALUES (?,?,{','.join('?' * len(cols))})",
+                           [(run_id, created, *(r[c] for c in cols)) for r in rows])
+        return run_id
+
+    def reproductions(self, *, latest: bool = True) -> list[dict[str, Any]]:
+        """The rows of the latest ``reproduce`` run (all runs with ``latest=False``), in matrix order."""
+        q = "SELECT * FROM reproductions"
+        if latest:
+            q += " WHERE run_id = (SELECT MAX(run_id) FROM reproductions)"
+        return [dict(r) for r in self._conn.execute(q + " ORDER BY run_id, retriever, benchmark, measure")]
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.transaction():
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, _json(value, f"meta {key}")))
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self._conn.execute("SELECT value_json FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row["value_json"]) if row else default
 
 
 def open_store(home: Path) -> Store:

@@ -76,6 +76,9 @@ def test_round_trip_into_an_empty_store_equals_the_original(exported, home: Path
     assert "imported 2 result(s), 0 already present" in res.output and "warning" not in res.output
     with Store(home / "results.sqlite") as a, Store(other / "results.sqlite") as b:
         original, copy = comparable(a), comparable(b)
+        # each imported result says where it came from (and is "reported": nothing was recomputed)
+        for d in copy:
+            assert d["extra"].pop("origin") == {"kind": "import", "source": str(dump)}
         assert copy == original  # every field: measures, per-query, rankings, phases, provenance, environment, ...
         assert original[0]["provenance"]["class"] == "retrievers.bm25:BM25Retriever"
         assert [x.__dict__ for x in b.benchmarks()] == [x.__dict__ for x in a.benchmarks()]
