@@ -6,9 +6,13 @@ Face hub name (online users: ``BAAI/bge-large-en-v1.5``). Local and packaged mod
 ``local_files_only=True``, so the offline path never touches the network.
 
 Embeddings are cached as float32 ``.npy`` files keyed by (model fingerprint, prefix, normalisation,
-max length, text hash) and memory-mapped on load — no pickle anywhere. Each file's name carries
+max length, pooling, text hash) and memory-mapped on load — no pickle anywhere. Each file's name carries
 the SHA-256 of its bytes (:class:`EmbeddingCache`), checked on every load: a damaged entry is
 reported by path, removed and recomputed.
+
+Pooling: a model with a sentence-transformers config pools as it declares; ``resolve_pooling``
+gives a hub model without one (``facebook/contriever``) what its model card prescribes, and any
+model the pooling a parameter names (``mean``, ``cls``, ``max``, ``lasttoken``).
 """
 
 from __future__ import annotations
@@ -109,6 +113,59 @@ def default_device() -> str:
 
 
 POOLING_MODES = ("mean", "cls", "max", "lasttoken")
+POOLING_CHOICES = ("auto", *POOLING_MODES)
+"""What an encoder's ``pooling`` parameter accepts: ``auto`` (:func:`resolve_pooling`) or a mode."""
+
+# What the model card of a hub model that ships no sentence-transformers config (``modules.json``)
+# prescribes: (pooling mode, whether embeddings are L2-normalised). Without a config,
+# sentence-transformers falls back to mean pooling; a model listed here gets what its authors use.
+MODEL_CARD_POOLING: dict[str, tuple[str, bool]] = {
+    # github.com/facebookresearch/contriever: mean over the last hidden states, scored by dot product
+    "facebook/contriever": ("mean", False),
+    "facebook/contriever-msmarco": ("mean", False),
+    "facebook/mcontriever": ("mean", False),
+    "facebook/mcontriever-msmarco": ("mean", False),
+}
+DEFAULT_POOLING = "mean"  # a model with neither a config nor a known model card
+
+
+def has_sentence_transformers_config(name: str) -> bool:
+    """Whether ``name`` (local dir, packaged alias or hub name) carries a sentence-transformers
+    config (``modules.json``), so the model declares its own pooling. A hub name is asked of the hub
+    (or its local cache); when that fails the answer is ``False`` — the model cannot be loaded then
+    either, and its loading reports why."""
+    rm = resolve_model(name)
+    if rm.path is not None:
+        return (rm.path / "modules.json").is_file()
+    if hub_offline_uncached(name):
+        return False
+    try:
+        from sentence_transformers.util import load_file_path
+
+        return load_file_path(name, "modules.json") is not None
+    except Exception:  # noqa: BLE001 - offline or unreachable hub: the load that follows says so
+        return False
+
+
+def resolve_pooling(name: str, pooling: str = "auto") -> str | None:
+    """The pooling override to encode ``name`` with: ``None`` keeps the model's own pooling.
+
+    ``auto``: the model's sentence-transformers config when it has one (``None``), else the pooling
+    its model card prescribes (:data:`MODEL_CARD_POOLING`), else :data:`DEFAULT_POOLING`. Any other
+    value is one of :data:`POOLING_MODES` and is returned as given."""
+    if pooling not in POOLING_CHOICES:
+        raise EncoderError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLING_CHOICES)}")
+    if pooling != "auto":
+        return pooling
+    if has_sentence_transformers_config(name):
+        return None
+    return MODEL_CARD_POOLING.get(name, (DEFAULT_POOLING, True))[0]
+
+
+def card_normalization(name: str) -> bool | None:
+    """Whether the model card of ``name`` prescribes L2-normalised embeddings; ``None`` when the
+    model is not in :data:`MODEL_CARD_POOLING`."""
+    return MODEL_CARD_POOLING[name][1] if name in MODEL_CARD_POOLING else None
 
 
 def set_pooling(model: Any, pooling: str) -> Any:
@@ -135,6 +192,26 @@ def set_pooling(model: Any, pooling: str) -> Any:
     raise EncoderError("the model has no pooling module to replace")
 
 
+def hub_offline_uncached(name: str) -> bool:
+    """Whether ``name`` is a hub model that cannot be had: ``HF_HUB_OFFLINE`` is set (read now, not
+    when ``huggingface_hub`` was imported) and the model's ``config.json`` is not in the local hub
+    cache. Loading it would only fail, after the hub client's retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return not isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # noqa: BLE001 - not a valid repo id: the load reports it
+        return False
+
+
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line of at most ``limit`` characters (hub errors span lines)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def load_encoder(name: str, device: str | None = None, max_length: int | None = None,
                  pooling: str | None = None) -> Any:
     """A ``SentenceTransformer`` for ``name`` (local dir, packaged alias or hub name); ``pooling``
@@ -145,15 +222,18 @@ def load_encoder(name: str, device: str | None = None, max_length: int | None = 
     hf_logging.disable_progress_bar()  # rich draws our progress; keep the log clean
 
     rm = resolve_model(name)
+    hint = ""
+    if rm.source == "hub":
+        hint = (f" (looked for a local directory and a packaged model named {name!r}; "
+                f"packaged offline models: {', '.join(sorted(PACKAGED_MODELS))})")
+        if hub_offline_uncached(name):
+            raise EncoderError(f"cannot load encoder {name!r} from hub{hint}: HF_HUB_OFFLINE is set and the "
+                               "model is not in the local hub cache")
     try:
         model = SentenceTransformer(rm.load_target, device=device or default_device(),
                                     local_files_only=rm.source != "hub")
     except Exception as e:  # noqa: BLE001 - add where we looked to whatever failed
-        hint = ""
-        if rm.source == "hub":
-            hint = (f" (looked for a local directory and a packaged model named {name!r}; "
-                    f"packaged offline models: {', '.join(sorted(PACKAGED_MODELS))})")
-        raise EncoderError(f"cannot load encoder {name!r} from {rm.source}{hint}: {e}") from e
+        raise EncoderError(f"cannot load encoder {name!r} from {rm.source}{hint}: {one_line(e)}") from e
     if max_length:
         model.max_seq_length = int(max_length)
     if pooling:

@@ -1,19 +1,24 @@
 """Dense retrieval: a sentence-transformers encoder and exact inner-product search with faiss
-``IndexFlatIP`` over L2-normalised embeddings (cosine similarity).
+``IndexFlatIP`` over L2-normalised embeddings (cosine similarity), or over raw embeddings
+(``normalize=false``: inner product, as Contriever scores).
 
 The encoder comes from the shared pool (local directory, packaged offline model, or hub name);
 embeddings are cached on disk by the pool, so a second run re-encodes nothing. Query and document
 prefixes are parameters (e.g. BGE's ``"Represent this sentence for searching relevant passages: "``).
+``pooling`` picks how token states become one vector: ``auto`` keeps a model's sentence-transformers
+config and gives a hub model without one the pooling its model card prescribes
+(:func:`harness.encoders.resolve_pooling`); ``mean``, ``cls``, ``max`` or ``lasttoken`` override it.
+``contriever`` is ``dense`` with ``facebook/contriever``, mean pooling and inner product.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.encoders import DEFAULT_ENCODER, EncoderPool
+from harness.encoders import DEFAULT_ENCODER, POOLING_CHOICES, EncoderPool, card_normalization, resolve_pooling
 from harness.protocols import RunContext
 from harness.ranking import run_from_matrix
 from harness.registry import register
@@ -30,6 +35,17 @@ class DenseParams:
     max_length: int | None = None
 
 
+@dataclass(frozen=True)
+class PooledDenseParams(DenseParams):
+    """:class:`DenseParams` plus the pooling (``auto`` | ``mean`` | ``cls`` | ``max`` | ``lasttoken``)."""
+
+    pooling: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLING_CHOICES:
+            raise ValueError(f"pooling must be one of {', '.join(POOLING_CHOICES)}, not {self.pooling!r}")
+
+
 class DenseIndex:
     """The encoder and the exact inner-product index over the corpus that every embedding method
     shares; how queries are ranked is the subclass's (inner product for ``dense``, sparse decoding
@@ -40,25 +56,40 @@ class DenseIndex:
         self._index = None
         self._doc_ids: list[str] = []
         self.doc_embeddings: np.ndarray | None = None
+        self._pooling: tuple[str | None] | None = None  # (resolved override,), once known
 
     def _pool(self, ctx: RunContext) -> EncoderPool:
         if ctx.encoders is None:
             ctx.encoders = EncoderPool(ctx.cache_dir, ctx.device, ctx.progress)
         return ctx.encoders
 
+    @property
+    def pooling(self) -> str | None:
+        """The pooling the encoder is run with: ``None`` keeps the model's own (params without a
+        ``pooling`` field, or ``auto`` on a model with a sentence-transformers config)."""
+        if self._pooling is None:
+            asked = getattr(self.params, "pooling", None)
+            self._pooling = (None if asked is None else resolve_pooling(self.params.model, asked),)
+        return self._pooling[0]
+
     def encode_queries(self, queries: Sequence[Query], ctx: RunContext) -> np.ndarray:
         p = self.params
         return self._pool(ctx).encode(p.model, [q.text for q in queries], prefix=p.query_prefix,
                                       normalize=p.normalize, batch_size=p.batch_size,
-                                      max_length=p.max_length, description="encoding queries")
+                                      max_length=p.max_length, description="encoding queries",
+                                      pooling=self.pooling)
 
     def index(self, corpus: Corpus, ctx: RunContext) -> None:
         import faiss
 
         p = self.params
+        card = card_normalization(p.model)
+        if card is not None and card != p.normalize and getattr(p, "pooling", None) is not None:
+            ctx.log(f"note: the model card of {p.model} scores {'cosine' if card else 'inner product'}; "
+                    f"this run uses normalize={str(p.normalize).lower()}")
         emb = self._pool(ctx).encode(p.model, corpus.texts(), prefix=p.doc_prefix, normalize=p.normalize,
                                      batch_size=p.batch_size, max_length=p.max_length,
-                                     description="encoding documents")
+                                     description="encoding documents", pooling=self.pooling)
         self.doc_embeddings = np.ascontiguousarray(emb, dtype=np.float32)
         self._index = faiss.IndexFlatIP(self.doc_embeddings.shape[1])
         self._index.add(self.doc_embeddings)
@@ -66,8 +97,9 @@ class DenseIndex:
         self._rows = {d: i for i, d in enumerate(self._doc_ids)}
 
 
-@register("dense", params=DenseParams, family="dense",
-          description="A sentence-transformers encoder and exact inner-product search (faiss)",
+@register("dense", params=PooledDenseParams, family="dense",
+          description="A sentence-transformers encoder and exact inner-product search (faiss); pooling and "
+                      "normalisation selectable",
           reference="Reimers & Gurevych 2019, arXiv:1908.10084")
 class DenseRetriever(DenseIndex):
     """Ranks by the inner product of the query embedding (``encode_queries``, which HyDE and DEO
@@ -76,6 +108,11 @@ class DenseRetriever(DenseIndex):
     def __init__(self, params: DenseParams | None = None):
         super().__init__(params)
         self._searched: dict[str, np.ndarray] = {}  # the query embeddings of the last search
+
+    def result_extra(self) -> dict[str, Any]:
+        """The pooling the encoder ran with (what ``auto`` resolved to) and the normalisation."""
+        return {"encoder": {"model": self.params.model, "pooling": self.pooling or "model-default",
+                            "normalize": self.params.normalize}}
 
     def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
               ctx: RunContext) -> dict[str, dict[str, float]]:
@@ -95,3 +132,28 @@ class DenseRetriever(DenseIndex):
         self._searched = dict(zip((x.id for x in queries), q))
         scores, idx = self._index.search(q, min(k, len(self._doc_ids)))
         return run_from_matrix([x.id for x in queries], self._doc_ids, idx, scores)
+
+
+CONTRIEVER = "facebook/contriever"
+
+
+@dataclass(frozen=True)
+class ContrieverParams(PooledDenseParams):
+    """Contriever as its authors score it: mean pooling over the last hidden states, no
+    normalisation, inner product. ``model`` may name a local directory (or another Contriever,
+    e.g. ``facebook/contriever-msmarco``)."""
+
+    model: str = CONTRIEVER
+    normalize: bool = False
+    pooling: str = "mean"
+
+
+@register("contriever", params=ContrieverParams, family="dense",
+          description="Contriever (facebook/contriever, a hub model: online users): mean pooling, inner product, "
+                      "no normalisation",
+          reference="Izacard et al. 2022, TMLR, arXiv:2112.09118")
+class Contriever(DenseRetriever):
+    """``dense`` with Contriever's defaults (CoDeR's dense baseline)."""
+
+    def __init__(self, params: ContrieverParams | None = None):
+        super().__init__(params or ContrieverParams())

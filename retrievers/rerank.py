@@ -1,0 +1,327 @@
+"""``rerank``: a cross-encoder second stage over any registered retriever (CoDeR, Table 11).
+
+The first stage is a retriever spec, given as the ``first_stage`` parameter in one of three forms:
+
+* ``"bm25"`` — a registered name with its default parameters;
+* ``"dense:model=all-mpnet-base-v2,pooling=mean"`` — a name, a colon and ``KEY=VALUE`` pairs
+  separated by commas (values are read as on the command line; a value holding a comma needs the
+  JSON form);
+* ``'{"retriever": "dense", "params": {"model": "…"}}'`` — JSON (or the same table in a TOML config).
+
+It is resolved with the registry like any spec (unknown names and parameters are errors, defaults
+are filled in) and stored in canonical JSON, so ``rerank``'s spec hash covers every first-stage
+parameter and a result is keyed by both stages. ``module:Class`` first stages are refused: a stored
+result names its stages by registered name, so reading it back never imports code.
+
+The second stage is a ``sentence_transformers.CrossEncoder`` (``model``: a hub name —
+``BAAI/bge-reranker-large``, the default, is the reranker of CoDeR's Table 11 — or a local
+directory). Each query's first-stage top ``top_n`` is rescored with ``CrossEncoder.predict`` on the
+``(query text, document title + text)`` pairs and sorted by that score (stable: ties keep the
+first-stage order). With ``keep_rest`` (default) the first stage's deeper documents follow in their
+first-stage order, their scores shifted to lie below every reranked score; without it a ranking
+ends after ``top_n``.
+
+Costs: the first stage's ``index`` and the cross-encoder's loading run in the ledger's ``index``
+phase (offline; loading weights in its ``model`` phase where the ledger has one), the first stage's
+``search`` and the pair scoring in its ``search`` phase (online); LLM calls of the first stage are
+recorded as usual. ``extra.retriever.stages`` splits each phase between the two stages
+(``{phase: {"first_stage" | "reranker": {wall_s, cpu_s, items}}}``), and the ledger counts the
+scored pairs (``rerank.pairs``). The first stage's ``prepare``, ``training_data`` and ``fit`` are passed through, so
+a trained first stage (``coder-seq``) is prepared and checked for leakage as on its own.
+
+The label names both stages: ``rerank(bm25 → BAAI/bge-reranker-large)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from harness.encoders import EncoderError, default_device, hub_offline_uncached, one_line, resolve_model
+from harness.ledger import PHASES
+from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable, RunContext, Trainable)
+from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
+                              make_spec, params_class, register, retriever_info)
+from harness.types import Corpus, Query, Run
+
+DEFAULT_RERANKER = "BAAI/bge-reranker-large"
+MODEL_PHASE = "model"  # the ledger phase that times model loading, where the ledger has one
+NAME = "rerank"
+
+
+def parse_stage(text: str | Mapping[str, Any]) -> RetrieverSpec:
+    """The retriever spec a ``first_stage`` value names (see the module docstring for the forms);
+    a ValueError naming the problem when it names none."""
+    if isinstance(text, Mapping):
+        obj: Any = dict(text)
+    elif isinstance(text, str) and text.strip().startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"first_stage {text!r} is not valid JSON: {e}") from None
+    elif isinstance(text, str):
+        s = text.strip()
+        eq = s.find("=")
+        colon = s.rfind(":", 0, eq) if eq >= 0 else -1
+        if eq >= 0 and colon < 0:
+            raise ValueError(f"first_stage {text!r}: expected NAME or NAME:KEY=VALUE,KEY=VALUE")
+        name, given = (s[:colon], s[colon + 1:]) if colon >= 0 else (s, "")
+        params: dict[str, str] = {}
+        for item in filter(None, (x.strip() for x in given.split(","))):
+            k, sep, v = item.partition("=")
+            if not sep or not k.strip():
+                raise ValueError(f"first_stage {text!r}: {item!r} is not KEY=VALUE (a value holding a comma "
+                                 "needs the JSON form)")
+            params[k.strip()] = v.strip()
+        obj = {"retriever": name.strip(), "params": params}
+    else:
+        raise ValueError(f"first_stage must be a retriever spec string, not {type(text).__name__}")
+    if not isinstance(obj, dict) or not isinstance(obj.get("retriever"), str) or not obj["retriever"] \
+            or not isinstance(obj.get("params", {}), dict) or set(obj) - {"retriever", "params"}:
+        raise ValueError(f"first_stage {text!r}: expected {{\"retriever\": NAME, \"params\": {{…}}}}")
+    name = obj["retriever"]
+    if ":" in name:
+        raise ValueError(f"first_stage {name!r}: expected NAME or NAME:KEY=VALUE,…; the name must be registered "
+                         "(an entry point of beyondsim.retrievers), not module:Class, so a stored result never "
+                         "names code to import")
+    try:
+        return make_spec(name, obj.get("params", {}))
+    except RegistryError as e:
+        raise ValueError(f"first_stage: {str(e).split('; or give a class', 1)[0]}") from None
+
+
+def _value(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, str) and (not v or any(c in v for c in ",=() ")) else str(v)
+
+
+def stage_label(spec: RetrieverSpec) -> str:
+    """A short name for a first stage: its name, with the parameters that differ from the defaults
+    (``dense(model=all-mpnet-base-v2)``); a stage that names itself (``default_label``) does."""
+    cls = get_retriever_class(spec.name)
+    own = getattr(cls, "default_label", None)
+    if callable(own):
+        return own(params_class(cls)(**spec.params))
+    defaults = make_spec(spec.name).params
+    changed = {k: v for k, v in sorted(spec.params.items()) if defaults.get(k) != v}
+    return spec.name + (f"({', '.join(f'{k}={_value(v)}' for k, v in changed.items())})" if changed else "")
+
+
+def _model_label(model: str) -> str:
+    p = Path(model).expanduser()
+    return p.name if p.is_dir() or model.startswith((".", "/", "~")) else model
+
+
+def _first_stage_calls_llm(params: "RerankParams") -> bool:
+    spec = params.first_stage_spec()
+    cls = get_retriever_class(spec.name)
+    return retriever_info(cls).calls_llm(params_class(cls)(**spec.params))
+
+
+@dataclass(frozen=True)
+class RerankParams:
+    first_stage: str = "bm25"  # a retriever spec: NAME, NAME:KEY=VALUE,… or JSON (stored as canonical JSON)
+    model: str = DEFAULT_RERANKER  # a sentence-transformers CrossEncoder: hub name or local directory
+    top_n: int = 100  # first-stage documents rescored per query
+    keep_rest: bool = True  # the first stage's deeper documents follow the reranked ones
+    batch_size: int = 32
+    max_length: int | None = None  # the cross-encoder's input limit in tokens (None: the model's)
+
+    def __post_init__(self) -> None:
+        if self.top_n < 1 or self.batch_size < 1:
+            raise ValueError("rerank: top_n and batch_size must be ≥ 1")
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError("rerank: max_length must be ≥ 1 (or unset)")
+        if not self.model:
+            raise ValueError("rerank: model must name a cross-encoder")
+        object.__setattr__(self, "first_stage", self.first_stage_spec().canonical())
+
+    def first_stage_spec(self) -> RetrieverSpec:
+        return parse_stage(self.first_stage)
+
+
+_MODELS: dict[tuple[str, str, int | None], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def cross_encoder_loaded(name: str, device: str | None = None, max_length: int | None = None) -> bool:
+    """Whether :func:`load_cross_encoder` has this model in memory already."""
+    return (resolve_model(name).load_target, device or default_device(), max_length) in _MODELS
+
+
+def load_cross_encoder(name: str, device: str | None = None, max_length: int | None = None) -> Any:
+    """A ``sentence_transformers.CrossEncoder`` for ``name`` (a local directory, a packaged model or
+    a hub name), loaded once per process; local and packaged models never touch the network. A
+    model that cannot be loaded is an :class:`~harness.encoders.EncoderError` of one line."""
+    rm = resolve_model(name)
+    where = ("the Hugging Face hub (offline, give a local directory: rerank.model=PATH)"
+             if rm.source == "hub" else f"{rm.source} directory {rm.path}")
+    if rm.source == "hub" and hub_offline_uncached(name):
+        raise EncoderError(f"cannot load cross-encoder {name!r} from {where}: HF_HUB_OFFLINE is set and the model "
+                           "is not in the local hub cache")
+    from sentence_transformers import CrossEncoder
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    dev = device or default_device()
+    key = (rm.load_target, dev, max_length)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            try:
+                _MODELS[key] = CrossEncoder(rm.load_target, device=dev, max_length=max_length,
+                                            local_files_only=rm.source != "hub")
+            except Exception as e:  # noqa: BLE001 - say which model and where it was looked for
+                raise EncoderError(f"cannot load cross-encoder {name!r} from {where}: {one_line(e)}") from e
+        return _MODELS[key]
+
+
+@dataclass
+class _StageTime:
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    items: int = 0
+
+
+@register(NAME, params=RerankParams, family="reranking",
+          description="A cross-encoder (sentence-transformers; default BAAI/bge-reranker-large) rescoring the top N "
+                      "of any first-stage retriever",
+          reference="Nogueira & Cho 2019, arXiv:1901.04085; as in CoDeR Table 11 (Yin, Tang & Du 2026, "
+                    "arXiv:2606.13204)",
+          uses_llm=_first_stage_calls_llm)
+class Rerank:
+    """A cross-encoder rescoring a first-stage retriever's top N (CoDeR Table 11)."""
+
+    def __init__(self, params: RerankParams | None = None):
+        self.params = params or RerankParams()
+        self.first_spec = self.params.first_stage_spec()
+        self.first = instantiate(self.first_spec)
+        self.model: Any = None
+        self._corpus: Corpus | None = None
+        self._stages: dict[str, dict[str, _StageTime]] = {}
+        self._pairs = 0
+        # What the first stage needs before it indexes, the runner finds on this object too.
+        if isinstance(self.first, Preparable):
+            self.prepare = self.first.prepare
+        if isinstance(self.first, DeclaresTrainingData):
+            self.training_data = self.first.training_data
+        if isinstance(self.first, Trainable):
+            self.fit = self.first.fit
+
+    @staticmethod
+    def default_label(params: RerankParams) -> str:
+        """``rerank(<first stage> → <cross-encoder>)``, at most the label limit."""
+        label = f"{NAME}({stage_label(params.first_stage_spec())} → {_model_label(params.model)})"
+        return label if len(label) <= MAX_LABEL_CHARS else label[:MAX_LABEL_CHARS - 2] + "…)"
+
+    @contextlib.contextmanager
+    def _timed(self, ctx: RunContext, default_phase: str, stage: str, items: int = 0) -> Iterator[None]:
+        """Wall and CPU seconds of one stage's share of the ledger phase that is running. A phase
+        the ledger times inside it (loading a model, where the ledger has such a phase) is counted
+        as that phase's share, as the ledger counts it."""
+        ledger = ctx.ledger
+        phase = (ledger.current_phase if ledger is not None else "") or default_phase
+        before = {n: (t.wall_s, t.cpu_s) for n, t in ledger.phases.items()} if ledger is not None else {}
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            for name, t in (ledger.phases.items() if ledger is not None else ()):
+                dw, dc = t.wall_s - before.get(name, (0.0, 0.0))[0], t.cpu_s - before.get(name, (0.0, 0.0))[1]
+                if name != phase and dw > 0:  # closed inside this stage: that phase's time, not this one's
+                    inner = self._stages.setdefault(name, {}).setdefault(stage, _StageTime())
+                    inner.wall_s, inner.cpu_s = inner.wall_s + dw, inner.cpu_s + dc
+                    wall, cpu = wall - dw, cpu - dc
+            rec = self._stages.setdefault(phase, {}).setdefault(stage, _StageTime())
+            rec.wall_s += max(wall, 0.0)
+            rec.cpu_s += max(cpu, 0.0)
+            rec.items += items
+
+    def index(self, corpus: Corpus, ctx: RunContext) -> None:
+        with self._timed(ctx, "index", "first_stage", len(corpus)):
+            self.first.index(corpus, ctx)
+        with self._timed(ctx, "index", "reranker"):
+            loads = not cross_encoder_loaded(self.params.model, ctx.device, self.params.max_length)
+            timer = (ctx.ledger.phase(MODEL_PHASE) if loads and ctx.ledger is not None and MODEL_PHASE in PHASES
+                     else contextlib.nullcontext())
+            with timer:  # where the ledger times model loading apart, the cross-encoder's is there too
+                self.model = load_cross_encoder(self.params.model, ctx.device, self.params.max_length)
+        self._corpus = corpus
+
+    def _predict(self, pairs: list[tuple[str, str]], ctx: RunContext) -> np.ndarray:
+        """Cross-encoder scores of ``(query, document)`` text pairs, float64, in order."""
+        assert self.model is not None and self._corpus is not None, "index() must run before search()"
+        out = np.empty(len(pairs), dtype=np.float64)
+        chunk = max(self.params.batch_size * 8, 256)
+        with ctx.progress.track(len(pairs), "rerank: scoring pairs") as advance:
+            for s in range(0, len(pairs), chunk):
+                batch = pairs[s:s + chunk]
+                scores = self.model.predict(batch, batch_size=self.params.batch_size, show_progress_bar=False,
+                                            convert_to_numpy=True)
+                out[s:s + len(batch)] = np.asarray(scores, dtype=np.float64).reshape(len(batch))
+                advance(len(batch))
+        self._pairs += len(pairs)
+        if ctx.ledger is not None:
+            ctx.ledger.count("rerank.pairs", len(pairs))
+        return out
+
+    def _text(self, doc_id: str) -> str:
+        assert self._corpus is not None
+        return self._corpus.get(doc_id).full_text
+
+    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
+        p = self.params
+        depth = max(k, p.top_n) if p.keep_rest else p.top_n
+        with self._timed(ctx, "search", "first_stage", len(queries)):
+            first = self.first.search(queries, depth, ctx)
+        heads = {q.id: list(first.get(q.id, ()))[:p.top_n] for q in queries}
+        pairs = [(q.text, self._text(d)) for q in queries for d, _ in heads[q.id]]
+        with self._timed(ctx, "search", "reranker", len(pairs)):
+            scores = self._predict(pairs, ctx)
+        run, at = Run(), 0
+        for q in queries:
+            head = heads[q.id]
+            s = scores[at:at + len(head)]
+            at += len(head)
+            order = sorted(range(len(head)), key=lambda i: -s[i])  # stable: ties keep the first-stage order
+            ranked = [(head[i][0], float(s[i])) for i in order]
+            tail = list(first.get(q.id, ()))[p.top_n:] if p.keep_rest else []
+            if tail and ranked:  # below every reranked score, first-stage gaps kept
+                shift = float(tail[0][1]) - ranked[-1][1] + 1.0
+                tail = [(d, float(x) - shift) for d, x in tail]
+            run[q.id] = (ranked + tail)[:k]
+        return run
+
+    def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
+              ctx: RunContext) -> dict[str, dict[str, float]]:
+        """The cross-encoder's scores of the named documents (PairAcc), on the scale of the reranked
+        part of ``search``'s rankings."""
+        wanted = [(q, d) for q in queries for d in doc_ids.get(q.id, ())]
+        with self._timed(ctx, "search", "reranker", len(wanted)):
+            scores = self._predict([(q.text, self._text(d)) for q, d in wanted], ctx)
+        out: dict[str, dict[str, float]] = {q.id: {} for q in queries}
+        for (q, d), s in zip(wanted, scores):
+            out[q.id][d] = float(s)
+        return out
+
+    def result_extra(self) -> dict[str, Any]:
+        """Both stages (the first stage's spec and its own extra; the cross-encoder and where it was
+        loaded from) and each stage's share of the ``index`` and ``search`` phases."""
+        rm = resolve_model(self.params.model)
+        out: dict[str, Any] = {
+            "first_stage": {"retriever": self.first_spec.name, "params": json.loads(self.params.first_stage)["params"],
+                            "label": stage_label(self.first_spec)},
+            "reranker": {"model": self.params.model, "source": rm.source, "top_n": self.params.top_n,
+                         "keep_rest": self.params.keep_rest, "pairs_scored": self._pairs},
+            "stages": {phase: {stage: vars(t).copy() for stage, t in stages.items()}
+                       for phase, stages in self._stages.items()},
+        }
+        if isinstance(self.first, HasResultExtra):
+            out["first_stage"]["extra"] = self.first.result_extra()
+        return json.loads(json.dumps(out, default=float))
