@@ -40,12 +40,13 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness import registry
 from harness.measures import parse_measure, sort_key
 from harness.stats import holm, paired_randomization_tests
 from harness.store import BenchmarkInfo, ResultRecord, Store
+from harness.trust import LEVELS, REPORTED, REPRODUCED, reproduced_keys, trust_of
 
 from .text import finite, slugify
 
@@ -82,6 +83,14 @@ def is_better(a: float, b: float, higher: bool) -> bool:
 
 
 SLICE_RE = re.compile(r"\[:(\d+)\]$")
+
+
+ENCODER_PARAMS = ("model", "base_model", "encoder")
+
+
+def short_model(name: str) -> str:
+    """``sentence-transformers/all-MiniLM-L6-v2`` → ``all-MiniLM-L6-v2``; a path → its last part."""
+    return re.split(r"[\\/]", name.rstrip("/\\"))[-1] or name
 
 
 def base_name(name: str) -> str:
@@ -198,10 +207,30 @@ class ConfigGroup:
     spec_hash: str
     records: list[ResultRecord] = field(default_factory=list)  # one per seed, by seed
     display: str = ""
+    trust: str = REPRODUCED  # the weakest trust level of its results (harness.trust)
 
     @property
     def retriever(self) -> str:
         return self.records[0].retriever if self.records else ""
+
+    @property
+    def encoder(self) -> str:
+        """The backbone encoder its spec names (``model``, else ``base_model``), shortened to the
+        model's own name; empty when the spec names none (bm25)."""
+        params = (self.records[0].spec.get("params") or {}) if self.records else {}
+        for key in ENCODER_PARAMS:
+            v = params.get(key)
+            if isinstance(v, str) and v:
+                return short_model(v)
+        return ""
+
+    @property
+    def llm(self) -> str:
+        """The LLM its results were computed with (the runner records it for a retriever that calls
+        one); empty when none did."""
+        models = {str((r.extra.get("llm") or {}).get("model") or "") for r in self.records
+                  if isinstance(r.extra.get("llm"), Mapping)}
+        return ", ".join(sorted(short_model(m) for m in models if m))
 
     @property
     def seeds(self) -> list[int]:
@@ -533,11 +562,19 @@ class SuiteRow:
     counts: dict[str, int]  # headline measure → how many benchmarks that mean is over
     per_benchmark: dict[str, float | None]  # benchmark → its first headline measure (None: not run)
     missing: list[str] = field(default_factory=list)  # headline benchmarks the row was not run on
+    trust: str = REPRODUCED  # the weakest trust level of its results on the table's benchmarks
+    encoder: str = ""
+    llm: str = ""
 
     @property
     def complete(self) -> bool:
-        """Run on every headline benchmark of its table: only such rows are ranked."""
+        """Run on every headline benchmark of its table."""
         return not self.missing
+
+    @property
+    def ranked(self) -> bool:
+        """Ranked with the others: complete, and not figures that nobody here could check."""
+        return self.complete and self.trust != REPORTED
 
 
 @dataclass
@@ -563,11 +600,11 @@ class SuiteComparison:
 
     @property
     def ranked(self) -> list[SuiteRow]:
-        return [r for r in self.rows if r.complete]
+        return [r for r in self.rows if r.ranked]
 
     @property
     def apart(self) -> list[SuiteRow]:
-        return [r for r in self.rows if not r.complete]
+        return [r for r in self.rows if not r.ranked]
 
     @property
     def outside_headline(self) -> list[str]:
@@ -649,7 +686,12 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
             if cur is None or _prefer(g, cur, shown):
                 table[g.display][s.name] = g
     order = [s.name for s in secs]
-    core = headline_set({label: frozenset(per) for label, per in table.items()}, order)
+
+    def weakest(per: Mapping[str, ConfigGroup]) -> str:
+        return max((g.trust for g in per.values()), key=LEVELS.index, default=REPRODUCED)
+
+    checked = {label: frozenset(per) for label, per in table.items() if weakest(per) != REPORTED}
+    core = headline_set(checked or {label: frozenset(per) for label, per in table.items()}, order)
     first = measures[0] if measures else None
     rows = []
     for label, per_bench in table.items():
@@ -662,11 +704,13 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
             means[m], counts[m] = _mean(vals), len(vals)
         per_benchmark = {s.name: per_bench[s.name].measure(first).mean if first and s.name in per_bench else None
                          for s in secs}
-        rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing))
+        any_group = next(iter(per_bench.values()))
+        rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing, weakest(per_bench),
+                             any_group.encoder, any_group.llm))
 
     def rank(r: SuiteRow) -> tuple[Any, ...]:
-        if r.missing:
-            return (1, len(r.missing), (0, 0.0), r.label)
+        if not r.ranked:
+            return (1, len(r.missing), r.trust == REPORTED, r.label)
         if first is None or r.means[first] is None:
             return (0, 0, (1, 0.0), r.label)
         v = r.means[first]
@@ -706,10 +750,26 @@ def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[Suit
     return out
 
 
-def compare(store: Store, *, n_resamples: int = N_RESAMPLES) -> Leaderboard:
-    """Every comparison the leaderboard shows, from the store and the registered suites."""
+def assign_trust(sections: Sequence[BenchmarkSection], reproductions: Sequence[Mapping[str, Any]]) -> None:
+    """Each row's trust level: the weakest of its results' (:func:`harness.trust.trust_of`), where a
+    result whose configuration the latest reproduction matrix matched counts as reproduced."""
+    matched = reproduced_keys(reproductions)
+    for s in sections:
+        for g in s.groups:
+            levels = [trust_of(r.extra, (r.spec_hash, r.benchmark_version) in matched) for r in g.records]
+            g.trust = max(levels, key=LEVELS.index) if levels else REPRODUCED
+
+
+def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
+            include: Callable[[ResultRecord], bool] | None = None) -> Leaderboard:
+    """Every comparison the leaderboard shows, from the store and the registered suites; with
+    ``include``, only the results it accepts (``leaderboard --no-reference`` leaves the shipped
+    reference results out)."""
     records = store.results()
+    if include is not None:
+        records = [r for r in records if include(r)]
     sections = collect(store, records)
+    assign_trust(sections, store.reproductions())
     specs = declared_suites()
     per_query = PerQuery(store)
     sweeps: dict[str, list[Mapping[str, Any]]] = {}

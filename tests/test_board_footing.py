@@ -155,3 +155,40 @@ def test_a_local_folder_is_named_by_its_folder_never_its_path(tmp_path: Path) ->
             assert str(tmp_path) not in text and "secret-home" not in text, page
     index = (out / "index.html").read_text(encoding="utf-8")
     assert index.count('class="tag local"') == 2
+
+
+def test_trust_levels_and_reported_rows_apart(tmp_path: Path, suites: None) -> None:
+    """A row computed here is reproduced, an imported one whose measures were recomputed here is
+    verified, one imported as figures only is reported: shown apart, never ranked above the others,
+    even with the best figures; a reproduction run that matched promotes a verified row."""
+    s = build(tmp_path / "r.sqlite")
+    for b in ("b1", "b2", "b3"):  # "typed" has the best figures of all, but nobody checked them
+        rec = _record("typed", b, f"{b}v", _values(0.99))
+        rec.extra = {"origin": {"kind": "import", "source": "typed.jsonl"}}
+        s.save(rec)
+        rec = _record("checked", b, f"{b}v", _values(0.30))
+        rec.extra = {"origin": {"kind": "import", "source": "c.jsonl",
+                                "verified": {"benchmark_version": f"{b}v", "measures": ["nDCG@10"]}}}
+        s.save(rec)
+    (suite,) = compare(s, n_resamples=100).suites
+    trust = {r.label: r.trust for r in suite.rows}
+    assert trust["bm25"] == "reproduced" and trust["checked"] == "verified" and trust["typed"] == "reported"
+    assert "typed" not in [r.label for r in suite.ranked] and "checked" in [r.label for r in suite.ranked]
+    assert [r.label for r in suite.apart] == ["typed", "partial"]  # apart: by how many benchmarks they lack
+    assert suite.rows.index(next(r for r in suite.rows if r.label == "typed")) > len(suite.ranked) - 1
+    # a reproduction run that matched every figure of "checked" on b1 promotes that result
+    s.save_reproductions([{"spec_hash": "checked-hash", "retriever": "checked", "label": "checked", "benchmark": b,
+                           "benchmark_version": f"{b}v", "measure": "nDCG@10", "expected": 0.3, "tolerance": 0.01,
+                           "got": 0.3, "status": "OK", "kind": "reference", "source": "t"} for b in ("b1", "b2", "b3")])
+    board = compare(s, n_resamples=100)
+    assert {r.label: r.trust for r in board.suites[0].rows}["checked"] == "reproduced"
+    out = render_site(s, tmp_path / "site", n_resamples=100).parent
+    root = parse((out / "index.html").read_text(encoding="utf-8"))
+    _, apart = table_rows(root.by_id("overview-constraint-apart"))
+    typed = next(r for r in apart if r[0].text().strip() == "typed")
+    assert typed[3].text().strip() == "reported"
+    legend = root.by_id("overview-constraint").parent.parent.text()
+    assert "reported" in legend and "imported as figures only" in legend
+    page = parse((out / "bench" / "b1.html").read_text(encoding="utf-8"))
+    _, rows = table_rows(page.by_id("results"))
+    assert rows[-1][0].text().strip().startswith("typed")  # after every checked row

@@ -15,6 +15,8 @@ from .. import plots
 from ..compare import BASELINE, REFERENCE, BenchmarkComparison, PairedTest, base_name, measure_higher_is_better
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
+from harness.trust import DESCRIPTIONS, LEVELS, REPORTED
+
 from .common import Site, fmt_count, header, initial_aria, json_value, legend, raw
 
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
@@ -124,6 +126,9 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "label": g.display,
             "slug": site.retriever_slugs[g.display],
             "retriever": g.retriever,
+            "encoder": g.encoder,
+            "llm": g.llm,
+            "trust": g.trust,
             "baseline": b.is_baseline(g),
             "spec_hash": g.spec_hash,
             "title": (f"{g.retriever} · spec {g.spec_hash} · benchmark version {g.benchmark_version} · harness "
@@ -139,7 +144,9 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "queries": "–".join(f"{n:,}" for n in ([nq[0], nq[-1]] if len(nq) > 1 else nq)),
             "missing": f"({g.n_missing:,} missing)" if g.n_missing > 0 else "",
         })
+    rows.sort(key=lambda r: r["trust"] == REPORTED)  # reported figures never above checked ones
     return {"headers": headers, "rows": rows, "legend": legend(measures),
+            "trusts": sorted({r["trust"] for r in rows}, key=LEVELS.index),
             "marked": sorted({mk["kind"] for r in rows for c in r["cells"] for mk in c["marks"]}),
             "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"])}
 
@@ -296,6 +303,7 @@ def sweep_views(grids: Sequence[SweepGrid]) -> list[dict[str, Any]]:
 
 def _context(site: Site, reference: str | None, baselines: Sequence[str]) -> dict[str, Any]:
     return {"reference": reference or "", "baselines": list(baselines), "alpha": site.board.alpha,
+            "trust_descriptions": DESCRIPTIONS,
             "n_resamples": site.board.n_resamples, "mark_reference": MARKS[REFERENCE], "mark_baseline": MARKS[BASELINE]}
 
 
@@ -304,7 +312,8 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
     return {"name": name, "slug": slug, "task": task, "local": False, "slice": None, "full": "", "fallback": False,
             "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
-            "stats": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False}, "refs": [], "breakdowns": [], "survival": [],
+            "stats": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
+                                   "trusts": []}, "refs": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from ..compare import SuiteComparison
 from ..sweeps import sweep_grids
 from ..text import fmt_num, measure_decimals, slugify
+from harness.trust import DESCRIPTIONS, LEVELS
+
 from .common import Site, header, initial_aria, legend, raw
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."
@@ -41,6 +43,7 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
                        for s in suite.benchmarks]
         have = n_core - len(row.missing)
         return {"label": row.label, "slug": site.retriever_slugs[row.label], "coverage": row.coverage,
+                "encoder": row.encoder, "llm": row.llm, "trust": row.trust,
                 "core_coverage": f"{have}/{n_core}", "cells": cells, "bench_cells": bench_cells,
                 "missing": [names[b] for b in row.missing]}
 
@@ -58,6 +61,7 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
         "rows": [row_view(r) for r in suite.ranked],
         "apart": [row_view(r) for r in suite.apart],
         "legend": legend(suite.measures),
+        "trusts": sorted({r.trust for r in suite.rows}, key=LEVELS.index),
     }
 
 
@@ -80,4 +84,5 @@ def render(site: Site) -> None:
         retrievers.append({"label": label, "slug": site.retriever_slugs[label], "retriever": newest.retriever,
                            "benchmarks": len(rows), "results": len(records)})
     site.page("index.html", "index.html", suites=[suite_view(site, s, used) for s in board.suites],
+              trust_descriptions=DESCRIPTIONS,
               benchmarks=benchmarks, sweep_benchmarks=sweep_benchmarks, retrievers=retrievers)
