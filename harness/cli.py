@@ -33,6 +33,7 @@ from .registry import (RegistryError, artifact_users, benchmark_variants, builde
                        stored_benchmark_name, suites, trainer_names)
 from .runner import DEFAULT_K, Runner, Settings
 from .store import Store
+from .cli_reference import reference_app
 from .submit import SUBMIT_DEFAULT_SUITE, SubmissionError, check_submission, origin, submission_params, submit_seeds
 
 # Help texts are plain text: brackets such as ``[retrievers.NAME]`` are words, not console markup.
@@ -45,6 +46,7 @@ llm_app = typer.Typer(help="The LLM behind hyde/deo: the embedded llama.cpp serv
 app.add_typer(list_app, name="list")
 app.add_typer(data_app, name="data")
 app.add_typer(llm_app, name="llm")
+app.add_typer(reference_app, name="reference")
 
 # Every string printed goes out as plain text: labels, queries, file names and errors may hold
 # square brackets, which must never be read as console markup. Styles come from Text objects.
@@ -390,17 +392,35 @@ def _print_outcomes(outcomes: list) -> None:
         out.print(t)
 
 
-def _render(store: Store, out_dir: Path, fmt: str = "html") -> Path:
+def _render(store: Store, out_dir: Path, fmt: str = "html", *, reference: bool = True,
+            data_dir: Optional[Path] = None) -> Path:
     """Write the leaderboard in ``fmt``: the site (return its ``index.html``) or the tables of
-    :mod:`reports.tables` into ``out_dir`` (return it), or to stdout when ``out_dir`` is ``-``."""
+    :mod:`reports.tables` into ``out_dir`` (return it), or to stdout when ``out_dir`` is ``-``.
+    With ``reference`` the shipped reference results are brought into the store first (once per
+    bundle) and shown; without, they are left out of the pages (and stay in the store)."""
     from reports import compare, render_site  # the composition root may import reports
     from reports.tables import combined, write_tables
 
+    from .cli_reference import describe, import_bundle
+    from .reference import reference_filter
+    from .registry import RegistryError, reference_files
+
+    if reference:
+        try:
+            bundle = reference_files().get("bundle")
+        except RegistryError as e:
+            bundle = None
+            console.print(Text("warning: ", style="bold yellow") + Text(str(e)), soft_wrap=True)
+        if bundle is not None and bundle.exists():
+            report = import_bundle(store, bundle, default_data_dir(data_dir))
+            if report is not None and not report.skipped:
+                console.print(describe(report), soft_wrap=True)
+    include = reference_filter(reference)
     if fmt == "html":
-        index = render_site(store, out_dir)
+        index = render_site(store, out_dir, include=include)
         console.print(f"leaderboard written to {index.resolve()}", highlight=False, soft_wrap=True)
         return index
-    board = compare(store)
+    board = compare(store, include=include)
     if str(out_dir) == "-":
         sys.stdout.write(combined(board, fmt))
         return out_dir
@@ -415,6 +435,9 @@ def leaderboard(
     out_dir: Path = typer.Option(DEFAULT_SITE, "--out", "-o",
                                  help="Output directory (default ./leaderboard); - writes md, latex or json to stdout."),
     fmt: str = typer.Option("html", "--format", "-f", help="html (the static site), md, latex or json."),
+    reference: bool = typer.Option(True, "--reference/--no-reference", help="Show the reference results shipped "
+                                   "with the project beside the store's own (imported once per bundle)."),
+    data_dir: DataDirOpt = None,
     home: HomeOpt = None,
 ) -> None:
     """Render the leaderboard from the results store: the static site (html), or the same
@@ -433,7 +456,7 @@ def leaderboard(
     if fmt == "html" and str(out_dir) == "-":
         fail("--format html writes a folder of pages: give a directory")
     with open_store(home) as store:
-        _render(store, out_dir, fmt)
+        _render(store, out_dir, fmt, reference=reference, data_dir=data_dir)
 
 
 @list_app.command("retrievers")

@@ -56,7 +56,9 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from harness.store import Store
+from typing import Callable
+
+from harness.store import ResultRecord, Store
 
 from .compare import N_RESAMPLES, compare
 from .pages import PAGES
@@ -95,11 +97,13 @@ def _prune(out_dir: Path, written: set[str]) -> list[str]:
 
 
 def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderboard",
-                generated_at: _dt.datetime | None = None, n_resamples: int = N_RESAMPLES) -> Path:
-    """Write the site (see the module docstring for its pages) and return the path of ``index.html``."""
+                generated_at: _dt.datetime | None = None, n_resamples: int = N_RESAMPLES,
+                include: Callable[[ResultRecord], bool] | None = None) -> Path:
+    """Write the site (see the module docstring for its pages) and return the path of ``index.html``;
+    ``include`` keeps only the results it accepts (:func:`reports.compare.compare`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    board = compare(store, n_resamples=n_resamples)
+    board = compare(store, n_resamples=n_resamples, include=include)
     site = Site(out_dir, store, board, title, generated_at or _dt.datetime.now(_dt.timezone.utc))
     for page in PAGES:
         page.render(site)

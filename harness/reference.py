@@ -1,0 +1,256 @@
+"""Reference results: every registered method run on every benchmark on disk, shipped with the
+project as one compressed export (the *bundle*), so a board shows the whole field before anyone has
+recomputed it.
+
+* :func:`load_plan` reads the plan (a TOML file, found through the ``beyondsim.reference`` entry
+  point group): which configurations run, with which seeds, on which benchmarks, and on what slice
+  where the full set is too slow on a CPU (with the reason, shown with the results);
+* :func:`build` runs the plan into a results store of its own — resumable like every run: a
+  finished result is kept, so ``--only`` chunks and interrupted builds add up;
+* :func:`write_bundle` exports that store as gzip-compressed JSON lines with rankings cut to the
+  top :data:`BUNDLE_DEPTH` (per-query measures, spec, provenance, environment and ledger kept);
+* :func:`ensure_imported` brings a bundle into a user's store once per bundle: every result is
+  verified against the benchmark here where it can be (:mod:`harness.verify`), marked with the
+  bundle id (:mod:`harness.trust`), and the results of an older bundle are replaced. A result the
+  user computed here under the same key is kept, and compared with the bundle's figures.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import hashlib
+import io
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .store import ResultRecord, Store
+from .trust import ORIGIN_KEY, is_reference, origin
+
+BUNDLE_DEPTH = 10  # documents per query kept in the bundle's rankings
+META_KEY = "reference_bundle"
+TOLERANCE = 1e-9
+
+
+class PlanError(ValueError):
+    pass
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanConfig(_Strict):
+    """One configuration of the plan."""
+
+    retriever: str
+    label: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    suites: list[str] = Field(default_factory=list)  # default: the plan's
+    benchmarks: list[str] = Field(default_factory=list)  # instead of suites
+    max_queries: int | None = Field(default=None, ge=1)  # a slice: the first N judged queries
+    note: str = ""  # why (shown with the results: a slice, a setting that differs from the paper)
+
+    @property
+    def display(self) -> str:
+        return self.label or self.retriever
+
+
+class Plan(_Strict):
+    suites: list[str] = Field(default_factory=lambda: ["constraint", "completeness", "topical"])
+    depth: int = Field(default=BUNDLE_DEPTH, ge=1)
+    config: list[PlanConfig] = Field(default_factory=list)
+
+
+def load_plan(path: Path) -> Plan:
+    """The plan at ``path``; a problem is a :class:`PlanError` naming the file, the configuration
+    and the field."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"{path}: not valid TOML: {e}") from None
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = err["loc"]
+            where = (f"config {int(loc[1]) + 1}: " + ".".join(map(str, loc[2:]))
+                     if len(loc) > 1 and loc[0] == "config" else ".".join(map(str, loc)))
+            problems.append(f"{path}: {where}: {err['msg']}")
+        raise PlanError("\n".join(problems)) from None
+
+
+@dataclass
+class Job:
+    """One (configuration, benchmarks, seeds) unit of the build."""
+
+    config: PlanConfig
+    benchmarks: list[str]
+    skipped: list[str] = field(default_factory=list)  # not on disk
+
+
+def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[[str], bool],
+         only: str | None = None) -> list[Job]:
+    """The plan as jobs, each configuration's benchmarks resolved (its own list, else its suites',
+    else the plan's) and split into those on disk and those skipped; ``only`` (an fnmatch pattern)
+    keeps the configurations whose label matches (a configuration without a label is labelled by
+    its retriever), or the benchmarks that match."""
+    out = []
+    for c in plan.config:
+        names: list[str] = list(c.benchmarks)
+        if not names:
+            for s in c.suites or plan.suites:
+                if s not in suites:
+                    raise PlanError(f"configuration {c.display!r}: unknown suite {s!r}")
+                names += [b for b in suites[s].get("benchmarks", []) if b not in names]
+        if only and not fnmatch.fnmatch(c.display, only):
+            names = [b for b in names if fnmatch.fnmatch(b, only)]
+            if not names:
+                continue
+        present = [b for b in names if on_disk(b)]
+        out.append(Job(c, present, [b for b in names if b not in present]))
+    return out
+
+
+def bundle_id(path: Path) -> str:
+    """The first 16 hex digits of the bundle file's SHA-256: results imported from it carry it."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH) -> int:
+    """Export ``store`` to ``path`` as gzip-compressed JSON lines, rankings cut to ``depth``
+    (written to a temporary file and renamed, so a reader never sees half a bundle). The gzip
+    header carries no time stamp, so the same results give the same bytes."""
+    from .exchange import export_jsonl
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz, \
+                io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as text:
+            n = export_jsonl(store, text, depth=depth)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
+
+
+def read_bundle_lines(path: Path) -> list[str]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        return f.readlines()
+
+
+@dataclass
+class ImportReport:
+    bundle: str
+    added: int = 0
+    present: int = 0
+    replaced_old: int = 0
+    verified: int = 0
+    reported: int = 0
+    refused: list[str] = field(default_factory=list)  # lines of another benchmark version: not imported
+    unverified: list[str] = field(default_factory=list)  # why a result came in as reported
+    differences: list[str] = field(default_factory=list)  # the user's own results that differ from the bundle's
+    skipped: bool = False  # already imported
+
+
+def _differences(mine: ResultRecord, theirs: ResultRecord) -> list[str]:
+    out = []
+    for m, v in theirs.measures.items():
+        mv = mine.measures.get(m)
+        if mv is None or v.mean is None or mv.mean is None:
+            continue
+        if abs(mv.mean - v.mean) > max(TOLERANCE, 1e-6 * abs(v.mean)):
+            out.append(f"{m} {mv.mean:.4f} here, {v.mean:.4f} in the reference")
+    return out
+
+
+def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[str], None] = lambda m: None,
+                    force: bool = False) -> ImportReport:
+    """Import the bundle at ``path`` into ``store`` unless this bundle is there already: results of
+    another bundle are removed first; each result is checked against its benchmark here
+    (version, then its measures recomputed from its rankings, :func:`harness.verify.verify_items`)
+    and marked with the bundle id; a key the store holds already is kept (a result computed here
+    stays), and its figures are compared with the bundle's (:attr:`ImportReport.differences`)."""
+    from .exchange import check_versions, import_items, read_export
+    from .verify import verify_items
+
+    bid = bundle_id(path)
+    report = ImportReport(bid)
+    if store.get_meta(META_KEY) == bid and not force:
+        report.skipped = True
+        return report
+    old = [r for r in store.results() if is_reference(r.extra) and origin(r.extra).get("reference") != bid]
+    if old:
+        with store.transaction():
+            for r in old:
+                store.delete(r.key)
+        report.replaced_old = len(old)
+    items = read_export(read_bundle_lines(path), str(path.name))
+    known: dict[str, set[str]] = {}
+    for b in store.benchmarks():
+        known.setdefault(b.name, set()).add(b.version)
+    check = check_versions(items, known, data_dir, log=log)
+    report.refused = list(check.refused)
+    keep = check.accepted
+    # a result whose measures do not recompute here (or whose benchmark is not here) comes in
+    # unverified, so it shows as "reported", with the reason among the warnings
+    verification = verify_items(keep, data_dir, log=log)
+    report.unverified = [p for p in verification.problems]
+    for it in keep:
+        rec = getattr(it, "record", None)
+        if rec is None:
+            continue
+        mine = store.get(rec.key)
+        if mine is not None and origin(mine.extra) is None:
+            diff = _differences(mine, rec)
+            if diff:
+                report.differences.append(f"{mine.label} on {mine.benchmark} (seed {mine.seed}): " + "; ".join(diff))
+    present = {it.record.key for it in keep if getattr(it, "record", None) is not None and store.has(it.record.key)}
+    counts = import_items(store, keep, check.local_infos, origin={"reference": bid})
+    report.added, report.present = counts.results_added, counts.results_present
+    for it in keep:
+        rec = getattr(it, "record", None)
+        if rec is None or rec.key in present:
+            continue
+        if isinstance((rec.extra.get(ORIGIN_KEY) or {}).get("verified"), dict):
+            report.verified += 1
+        else:
+            report.reported += 1
+    store.set_meta(META_KEY, bid)
+    return report
+
+
+def reference_filter(include: bool) -> Callable[[ResultRecord], bool] | None:
+    """The ``include`` argument of :func:`reports.compare.compare`: ``None`` keeps everything, else
+    a predicate that leaves the shipped reference results out."""
+    return None if include else (lambda r: not is_reference(r.extra))
+
+
+def summary(store: Store, plan: Plan, jobs_: Sequence[Job]) -> list[dict[str, Any]]:
+    """Per configuration of the plan: how many of its (benchmark, seed) results the store has."""
+    have: dict[tuple[str, str], set[int]] = {}
+    for r in store.results():
+        have.setdefault((r.label, r.benchmark), set()).add(r.seed)
+    out = []
+    for j in jobs_:
+        c = j.config
+        want = [(b if c.max_queries is None else f"{b}[:{c.max_queries}]", s) for b in j.benchmarks for s in c.seeds]
+        done = sum(1 for b, s in want if s in have.get((c.display, b), set()))
+        out.append({"label": c.display, "retriever": c.retriever, "done": done, "wanted": len(want),
+                    "skipped": j.skipped, "note": c.note})
+    return out

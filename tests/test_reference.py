@@ -1,0 +1,137 @@
+"""The reference results: a plan built into its own store, written as a compressed bundle, and
+brought into a user's store by the leaderboard (once per bundle), verified against the benchmark
+here, shown beside the user's own rows and left out with --no-reference."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import registry
+from harness.reference import META_KEY, bundle_id, load_plan, PlanError
+from harness.store import Store
+from harness.trust import is_reference, trust_of
+from tests.dom import parse
+from tests.test_cli import invoke, make_beir
+from tests.test_site import table_rows
+
+
+@pytest.fixture
+def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A plan of bm25 (two configurations) on a tiny BEIR folder, installed as the reference files."""
+    data = make_beir(tmp_path / "tiny-med")
+    files = {"plan": tmp_path / "ref" / "plan.toml", "bundle": tmp_path / "ref" / "bundle.jsonl.gz",
+             "expected": tmp_path / "ref" / "expected.toml"}
+    files["plan"].parent.mkdir()
+    files["plan"].write_text(f'''
+depth = 2
+[[config]]
+retriever = "bm25"
+benchmarks = [{json.dumps(str(data))}]
+
+[[config]]
+retriever = "bm25"
+label = "bm25 (k1=0.5)"
+params = {{ k1 = 0.5 }}
+benchmarks = [{json.dumps(str(data))}]
+note = "a second configuration"
+''', encoding="utf-8")
+    monkeypatch.setattr(registry, "reference_files", lambda: dict(files))
+    return {**files, "data": data}
+
+
+def build_bundle(reference: dict[str, Path], home: Path) -> None:
+    res = invoke("reference", "build", "--home", str(home))
+    assert res.exit_code == 0, res.output
+    res = invoke("reference", "status", "--home", str(home))
+    assert res.exit_code == 0 and res.output.count("1/1") == 2, res.output
+    res = invoke("reference", "bundle", "--home", str(home))
+    assert res.exit_code == 0 and "wrote 2 result(s)" in res.output, res.output
+
+
+def test_build_bundle_import_and_show(reference: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+    build_home = tmp_path / "builder"
+    build_bundle(reference, build_home)
+    with gzip.open(reference["bundle"], "rt", encoding="utf-8") as f:
+        lines = [json.loads(x) for x in f]
+    results = [d for d in lines if d.get("kind") is None]
+    assert len(results) == 2 and all(len(r) <= 2 for d in results for r in d["rankings"].values())  # depth 2
+    assert all(d["per_query"] for d in results)  # per-query measures of the full ranking are kept
+    # the same results give the same bytes (no time stamp in the gzip header)
+    first = reference["bundle"].read_bytes()
+    assert invoke("reference", "bundle", "--home", str(build_home)).exit_code == 0
+    assert reference["bundle"].read_bytes() == first
+
+    # a user's own run of one configuration, then the leaderboard: the bundle comes in once
+    user = tmp_path / "user"
+    monkeypatch.setenv("BEYONDSIM_HOME", str(user))
+    assert invoke("run", "bm25", "-b", str(reference["data"])).exit_code == 0
+    site = tmp_path / "site"
+    res = invoke("leaderboard", "--out", str(site))
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.split())
+    assert "1 result(s) imported (1 verified, 0 reported), 1 already in the store" in flat, flat
+    assert "differs from the reference" not in flat  # the user's bm25 computed the same figures
+    with Store(user / "results.sqlite") as store:
+        recs = {r.label: r for r in store.results()}
+        assert store.get_meta(META_KEY) == bundle_id(reference["bundle"])
+    assert not is_reference(recs["bm25"].extra) and trust_of(recs["bm25"].extra) == "reproduced"
+    assert is_reference(recs["bm25 (k1=0.5)"].extra) and trust_of(recs["bm25 (k1=0.5)"].extra) == "verified"
+    root = parse((site / "index.html").read_text(encoding="utf-8"))
+    _, rows = table_rows(root.by_id("overview-other"))
+    trust = {r[0].text().strip(): r[3].text().strip() for r in rows}
+    assert trust == {"bm25": "reproduced", "bm25 (k1=0.5)": "verified"}
+
+    # a second leaderboard imports nothing; --no-reference leaves the reference rows out of the pages
+    res = invoke("leaderboard", "--out", str(site))
+    assert res.exit_code == 0 and "imported" not in res.output
+    res = invoke("leaderboard", "--out", str(site), "--no-reference")
+    assert res.exit_code == 0
+    root = parse((site / "index.html").read_text(encoding="utf-8"))
+    _, rows = table_rows(root.by_id("overview-other"))
+    assert [r[0].text().strip() for r in rows] == ["bm25"]
+
+
+def test_a_new_bundle_replaces_the_old_reference_rows(reference: dict[str, Path], tmp_path: Path,
+                                                       monkeypatch) -> None:
+    build_bundle(reference, tmp_path / "builder")
+    user = tmp_path / "user"
+    monkeypatch.setenv("BEYONDSIM_HOME", str(user))
+    assert invoke("reference", "import").exit_code == 0
+    with Store(user / "results.sqlite") as store:
+        assert len(store.results()) == 2
+    # the plan loses a configuration: the new bundle replaces the old one's rows
+    plan = reference["plan"].read_text(encoding="utf-8")
+    reference["plan"].write_text(plan.split("[[config]]\nretriever = \"bm25\"\nlabel")[0], encoding="utf-8")
+    with Store(tmp_path / "builder" / "reference" / "results.sqlite") as b:
+        b.delete(next(r.key for r in b.results() if r.label == "bm25 (k1=0.5)"))
+    assert invoke("reference", "bundle", "--home", str(tmp_path / "builder")).exit_code == 0
+    res = invoke("reference", "import")
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 result(s) imported (1 verified" in flat and "2 of an older bundle replaced" in flat
+    with Store(user / "results.sqlite") as store:
+        assert [r.label for r in store.results()] == ["bm25"]
+
+
+def test_plan_errors_name_the_configuration_and_field(tmp_path: Path) -> None:
+    p = tmp_path / "plan.toml"
+    p.write_text('[[config]]\nretriever = "bm25"\n[[config]]\nretriever = "dense"\nseeds = "x"\nmax_queries = 0\n')
+    with pytest.raises(PlanError) as e:
+        load_plan(p)
+    text = str(e.value)
+    assert f"{p}: config 2: seeds:" in text and f"{p}: config 2: max_queries:" in text
+    p.write_text('[[config]]\nretriver = "bm25"\n')
+    with pytest.raises(PlanError, match="config 1: retriver: Extra inputs are not permitted"):
+        load_plan(p)
+
+
+def test_the_shipped_plan_names_registered_retrievers_only() -> None:
+    files = registry.reference_files()
+    plan = load_plan(files["plan"])
+    names = set(registry.retriever_names())
+    assert plan.config and {c.retriever for c in plan.config} <= names
+    for c in plan.config:
+        registry.make_spec(c.retriever, c.params, label=c.label)
