@@ -1111,6 +1111,89 @@ def import_cmd(
                       highlight=False, soft_wrap=True, markup=False)
 
 
+@app.command("verify")
+def verify_cmd(
+    path: str = typer.Argument(..., help="A results file written by `beyondsim export` (.jsonl, or .jsonl.gz; - reads "
+                               "stdin)."),
+    do_import: bool = typer.Option(False, "--import", help="When every result verifies, store them all as verified, "
+                                   "in one transaction (nothing is stored when any fails)."),
+    data_dir: Annotated[Optional[Path], data_dir_option(
+        "Where the benchmarks are loaded from to verify against (else BEYONDSIM_DATA, else ../shared/data).")] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Recompute every stored measure of a results file from its rankings, against the benchmarks
+    as they load here, and check that every judged query is present, that no ranking is deeper than
+    the run's k or names an unknown document, and that a trained retriever declares training data
+    disjoint from the scored split. Measures the rankings cannot determine (a cutoff deeper than
+    the submitted rankings, PairAcc without both pair documents ranked) are listed as not
+    recomputable. Exit code 1 when any result fails; with --import nothing is stored then.
+    A results repository's CI runs: beyondsim verify <bundle>.jsonl --data-dir <data>"""
+    import gzip
+
+    from .exchange import ExchangeError, ImportedLine, import_items, read_export
+    from .verify import verify_items
+
+    source = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            items = read_export(sys.stdin, source)
+        elif path.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                items = read_export(f, source)
+        else:
+            with open(path, encoding="utf-8") as f:
+                items = read_export(f, source)
+    except (OSError, EOFError) as e:
+        fail(f"cannot read {path}: {getattr(e, 'strerror', None) or e}")
+    except UnicodeDecodeError as e:
+        fail(f"{source}: not UTF-8 text ({e.reason})")
+    except ExchangeError as e:
+        fail(str(e))
+    n_results = sum(isinstance(it, ImportedLine) for it in items)
+    if not n_results:
+        fail(f"{source} holds no result line: nothing to verify", 1)
+    report = verify_items(items, default_data_dir(data_dir),
+                          log=lambda m: console.print(m, highlight=False, soft_wrap=True))
+    t = Table(title=f"verify {source}", title_justify="left")
+    for c in ("result", "benchmark", "recomputed", "not recomputable", "status"):
+        t.add_column(c, overflow="fold")
+    for r in report.lines:
+        rec = r.item.record
+        t.add_row(f"{rec.label} (seed {rec.seed}) {rec.key}", rec.benchmark,
+                  f"{len(r.recomputed)}: {', '.join(r.recomputed)}" if r.recomputed else "0",
+                  ", ".join(r.not_recomputable) or "–",
+                  Text("verified", style="green") if r.ok else Text(f"FAILED ({len(r.problems)})", style="bold red"))
+    out.print(t)
+    for r in report.lines:
+        for m, why in r.not_recomputable.items():
+            out.print(f"{r.what}: not recomputable: {m}: {why}", soft_wrap=True)
+    for p in report.problems:
+        out.print(p, soft_wrap=True)
+    failed = sum(not r.ok for r in report.lines)
+    if failed:
+        fail(f"{failed} of {n_results} result(s) in {source} did not verify" + ("; nothing was stored" if do_import
+                                                                                  else ""), 1)
+    if not do_import:
+        console.print(f"all {n_results} result(s) verified", highlight=False, soft_wrap=True)
+        return
+    store_path = home_dir(home) / "results.sqlite"
+    with Store(store_path) as store:
+        known: dict[str, set[str]] = {}
+        for b in store.benchmarks():
+            known.setdefault(b.name, set()).add(b.version)
+        mixed = [f"{it.where}: result {it.record.key} is of {it.record.benchmark} version "
+                 f"{it.record.benchmark_version}, but this store holds version(s) "
+                 f"{', '.join(sorted(known[it.record.benchmark]))}" for it in report.verified
+                 if it.record.benchmark_version not in known.get(it.record.benchmark, {it.record.benchmark_version})]
+        if mixed:
+            fail("refusing to import: the store holds other versions of these benchmarks; nothing was stored:\n"
+                 + "\n".join(f"  - {m}" for m in mixed), 1)
+        counts = import_items(store, [*report.content, *report.verified], report.local_infos)
+    console.print(f"all {n_results} result(s) verified; imported {counts.results_added} as verified, "
+                  f"{counts.results_present} already present (kept as stored); drill-down content written from the "
+                  "benchmarks as loaded here", highlight=False, soft_wrap=True)
+
+
 @llm_app.command("serve")
 def llm_serve(
     port: int = typer.Option(8080, "--port", help="Port on 127.0.0.1."),

@@ -274,12 +274,17 @@ class Runner:
         if isinstance(retriever, Preparable):
             with ledger.phase("fit"):
                 retriever.prepare(ctx)
+        training: list[dict[str, Any]] | None = None  # the splits its model learnt from, for `beyondsim verify`
         if isinstance(retriever, DeclaresTrainingData):
             seen = retriever.training_data(ctx)
             if seen is not None:
                 check_unseen(seen, bench, spec.display)
+                training = [{"benchmark": str(s.get("benchmark", "")), "benchmark_version": str(s.get("version", "")),
+                             "queries": s.get("queries")} for s in seen.sources]
         if isinstance(retriever, Trainable):
             train = self.train_benchmark(bench)
+            training = [*(training or []), {"benchmark": train.name, "benchmark_version": train.version,
+                                            "queries": len(train.eval_queries)}]
             ctx.validation = self.validation_benchmark(bench)
             with ledger.phase("fit", items=len(train.eval_queries)):
                 retriever.fit(train, ctx)
@@ -325,5 +330,7 @@ class Runner:
             environment=self.environment, provenance=provenance(cls),
             extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
                    **({"empty_rankings": empty} if empty else {}),
-                   **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}), **extra},
+                   **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}),
+                   **({} if training is None else {"training": training[0] if len(training) == 1 else training}),
+                   **extra},
         )
