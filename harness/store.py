@@ -446,18 +446,34 @@ class Store:
             sql += " AND measure=?"
             args.append(measure)
         out: dict[str, dict[str, float]] = {}
-        for r in self._conn.execute(sql, args):
-            out.setdefault(r["measure"], {})[r["qid"]] = r["value"]
+        cur = self._conn.cursor()
+        cur.row_factory = None  # plain tuples: this reads tens of thousands of rows per result
+        for m, q, v in cur.execute(sql, args):
+            col = out.get(m)
+            if col is None:
+                col = out[m] = {}
+            col[q] = v
         return out
 
+    def ranked_qids(self, result_id: int) -> list[str]:
+        """The queries a result has a stored ranking for (without decoding the rankings)."""
+        return [r[0] for r in self._conn.execute("SELECT qid FROM rankings WHERE result_id=?", (result_id,))]
+
     def rankings(self, result_id: int, qids: Iterable[str] | None = None) -> dict[str, list[tuple[str, float]]]:
-        rows = self._conn.execute("SELECT qid, docids_json, scores_json FROM rankings WHERE result_id=?", (result_id,))
-        wanted = set(qids) if qids is not None else None
-        out = {}
-        for r in rows:
-            if wanted is None or r["qid"] in wanted:
-                out[r["qid"]] = list(zip(json.loads(r["docids_json"]), json.loads(r["scores_json"])))
-        return out
+        """The stored ranking of each query of a result (of ``qids`` only when given, read from the
+        database by query, so a page that shows a few queries decodes only those)."""
+        cur = self._conn.cursor()
+        cur.row_factory = None
+        sql = "SELECT qid, docids_json, scores_json FROM rankings WHERE result_id=?"
+        if qids is None:
+            rows = cur.execute(sql, (result_id,)).fetchall()
+        else:
+            wanted = list(dict.fromkeys(qids))
+            rows = []
+            for i in range(0, len(wanted), 500):
+                part = wanted[i:i + 500]
+                rows += cur.execute(sql + f" AND qid IN ({','.join('?' * len(part))})", (result_id, *part)).fetchall()
+        return {q: list(zip(json.loads(d), json.loads(sc))) for q, d, sc in rows}
 
     def benchmarks(self) -> list[BenchmarkInfo]:
         return [

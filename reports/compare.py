@@ -413,6 +413,8 @@ class PerQuery:
 
     def group(self, g: ConfigGroup) -> dict[str, dict[str, float]]:
         """``{measure: {qid: mean over the seeds that scored the query}}``."""
+        if len(g.records) == 1:  # one seed: its own values (read-only, shared with :meth:`result`)
+            return self.result(g.records[0])
         acc: dict[str, dict[str, list[float]]] = {}
         for r in g.records:
             for m, col in self.result(r).items():

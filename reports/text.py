@@ -8,6 +8,7 @@ a missing or non-finite value is written :data:`DASH`. Names become file-safe sl
 from __future__ import annotations
 
 import hashlib
+import functools
 import math
 import re
 from decimal import ROUND_HALF_UP, Decimal
@@ -24,6 +25,7 @@ def finite(x: Any) -> bool:
     return x is not None and isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+@functools.lru_cache(maxsize=4096)
 def measure_decimals(name: str) -> int:
     """The measure's display precision (3 for a name the harness does not know)."""
     try:
@@ -32,6 +34,7 @@ def measure_decimals(name: str) -> int:
         return 3
 
 
+@functools.lru_cache(maxsize=4096)
 def measure_per_query(name: str) -> bool:
     """Whether the measure's per-query values are keyed by query id (not by pair, as PairAcc's)."""
     try:
@@ -40,6 +43,7 @@ def measure_per_query(name: str) -> bool:
         return True
 
 
+@functools.lru_cache(maxsize=4096)
 def measure_counted(name: str) -> bool:
     """Whether the measure's mean is over a subset of the queries (its count is shown)."""
     try:

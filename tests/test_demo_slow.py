@@ -8,7 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.registry import reference_files
 from harness.store import Store
+from harness.trust import is_reference, trust_of
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +20,8 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
                                    "--leaderboard", str(tmp_path / "lb")], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     store = Store(home / "results.sqlite")
-    got = {(r.retriever, r.benchmark): r for r in store.results()}
+    # the demo's own runs (the leaderboard also brought in the reference results, when shipped)
+    got = {(r.retriever, r.benchmark): r for r in store.results() if not is_reference(r.extra)}
     assert len(got) == 10
     m = {k: {n: v.mean for n, v in r.measures.items()} for k, r in got.items()}
     assert 0.65 <= m["bm25", "beir/scifact"]["nDCG@10"] <= 0.69
@@ -31,6 +34,13 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
     assert got["bm25", "negconstraint"].n_queries == 198
     html = (tmp_path / "lb" / "index.html").read_text()
     assert "beir/scifact" in html and "negconstraint" in html
+    # the demo's rows were computed here; the reference rows of every other method sit beside them
+    assert all(trust_of(r.extra) == "reproduced" for r in got.values())
+    bundle = reference_files().get("bundle")
+    if bundle is not None and bundle.exists():
+        ref = [r for r in store.results() if is_reference(r.extra)]
+        assert ref and {r.retriever for r in ref} - {"bm25", "dense"}
+        assert 'trust-verified' in html and 'trust-reproduced' in html
 
     res2 = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data)],
                               catch_exceptions=False)

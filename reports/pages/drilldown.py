@@ -94,12 +94,35 @@ class Content:
         self.store = store
         self._queries: dict[str, list[dict[str, Any]]] = {}
         self._qrels: dict[str, tuple[dict[str, dict[str, int]], dict[str, set[str]]]] = {}
+        self._qids: dict[str, list[str]] = {}
+        self._qid_sets: dict[str, set[str]] = {}
+        self._anchors: dict[str, dict[str, str]] = {}
         self.needed: dict[str, tuple[str, set[str], set[str]]] = {}  # version → (file, qids, docids)
 
     def queries(self, version: str) -> list[dict[str, Any]]:
         if version not in self._queries:
             self._queries[version] = self.store.queries_of(version)
+            self._qids[version] = [q["qid"] for q in self._queries[version]]
+            self._qid_sets[version] = set(self._qids[version])
         return self._queries[version]
+
+    def qids(self, version: str) -> list[str]:
+        self.queries(version)
+        return self._qids[version]
+
+    def qid_set(self, version: str) -> set[str]:
+        self.queries(version)
+        return self._qid_sets[version]
+
+    def anchor(self, version: str, qid: str, used: set[str]) -> str:
+        """The element id of a query on a drill-down page (a slug, unique on the page)."""
+        base = self._anchors.setdefault(version, {}).get(qid)
+        if base is None:
+            base = self._anchors[version][qid] = slugify("q-" + slugify(qid))
+        if base not in used:
+            used.add(base)
+            return base
+        return slugify(base, used)
 
     def qrels(self, version: str) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
         if version not in self._qrels:
@@ -136,14 +159,16 @@ def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparis
     has_text = bool(queries)
     has_qrels = bool(rel) or bool(viol)
     graded = any(g >= 2 for docs in rel.values() for g in docs.values())
-    rankings = store.rankings(int(rec.id or 0))
+    ranked = store.ranked_qids(int(rec.id or 0))
     per_query = pq.result(rec)
     if has_text:
-        qids = [q["qid"] for q in queries]
-        known = set(qids)
-        qids += [q for q in rankings if q not in known]
+        qids = content.qids(version)
+        known = content.qid_set(version)
+        extra = [q for q in ranked if q not in known]
+        if extra:
+            qids = qids + extra
     else:
-        qids = list(rankings)
+        qids = list(ranked)
         seen = set(qids)
         for m in measures:
             for q in per_query.get(m, {}):
@@ -152,6 +177,7 @@ def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparis
                     seen.add(q)
     total = len(qids)
     shown = qids[:DRILLDOWN_QUERIES]
+    rankings = store.rankings(int(rec.id or 0), shown)
     content_file = content.file_of(version, b.slug)
     _, want_q, want_d = content.needed[version]
     want_q.update(shown)
@@ -174,7 +200,7 @@ def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparis
         want_d.update(d for d, _ in rankings.get(q, [])[:DRILLDOWN_DEPTH])
         values = [fmt_num(per_query[m][q], measure_decimals(m)) if q in per_query.get(m, {}) else None
                   for m in measures]
-        out_queries.append({"q": q, "a": slugify("q-" + slugify(q), used), "m": values, "t": top,
+        out_queries.append({"q": q, "a": content.anchor(version, q, used), "m": values, "t": top,
                             "r": q in rankings, "j": len(grades), "v": len(vq)})
     data = {"measures": list(measures), "docids": docids, "marks": MARKS, "mark_text": MARK_TEXT,
             "has_qrels": has_qrels, "per_page": PER_PAGE, "queries": out_queries}
