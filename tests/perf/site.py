@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 import shutil
 import tempfile
@@ -164,6 +165,9 @@ def main() -> None:
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         total, count, largest = site_size(out)
         mb = total / 1e6
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"machine: {os.cpu_count()} cores, load average {load:.1f} during the render (wall time on a "
+              "loaded machine measures the machine; CPU seconds measure the work)")
         print(f"render: {wall:.1f} s wall, {cpu:.1f} s CPU for {n} results "
               f"({wall / max(n, 1) * 1000:.0f} ms/result); goal ≤ {GOAL_S:.0f} s: "
               + ("met" if wall <= GOAL_S else f"missed by {wall - GOAL_S:.1f} s ({wall / GOAL_S:.2f}× the goal)"))
