@@ -32,6 +32,14 @@ def topk_indices(scores: np.ndarray, k: int, *, drop_nonpositive: bool = False) 
 def run_from_matrix(qids: Sequence[str], doc_ids: Sequence[str], idx: np.ndarray, scores: np.ndarray) -> Run:
     """Build a Run from (queries × k) index and score matrices; index −1 marks an empty slot."""
     run = Run()
-    for i, q in enumerate(qids):
-        run[q] = [(doc_ids[j], float(s)) for j, s in zip(idx[i], scores[i]) if j >= 0]
+    idx = np.asarray(idx)
+    valid = idx >= 0
+    n = valid.sum(axis=1)
+    prefix = bool((valid == (np.arange(idx.shape[1]) < n[:, None])).all())
+    get = doc_ids.__getitem__
+    for q, c, ir, sr in zip(qids, n.tolist(), idx.tolist(), np.asarray(scores, dtype=np.float64).tolist()):
+        if prefix:  # the usual case: empty slots, if any, end the row
+            run[q] = list(zip(map(get, ir[:c]), sr[:c]))
+        else:
+            run[q] = [(doc_ids[j], s) for j, s in zip(ir, sr) if j >= 0]
     return run

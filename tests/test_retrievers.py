@@ -123,3 +123,117 @@ def test_dense_matches_bruteforce_and_caches(tmp_path, no_network) -> None:
     DenseRetriever(DenseParams(doc_prefix="passage: ")).index(corpus, ctx)
     assert pool.stats["encoded"] == encoded + len(corpus)
     assert no_network == []
+
+
+# ---------------------------------------------------------------------------------------------
+# bm25: the compiled search and vectorised index against bm25s itself
+
+
+def _bm25s_ranking(texts, queries, params: BM25Params, k: int):  # type: ignore[no-untyped-def]
+    """The retriever's former path, independent of ours: bm25s tokenises (strings), indexes and
+    scores each query; documents scoring > 0 ranked by (score descending, corpus order)."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer(params.stemmer) if params.stemmer else None
+    kw = dict(lower=True, stopwords=params.stopwords or [], stemmer=stemmer, return_ids=False, show_progress=False)
+    model = bm25s.BM25(k1=params.k1, b=params.b, method=params.method)
+    model.index(bm25s.tokenize(texts, **kw), show_progress=False)
+    out = {}
+    for i, toks in enumerate(bm25s.tokenize(queries, **kw)):
+        ids = model.get_tokens_ids(toks)
+        s = model.get_scores_from_ids(ids) if ids else np.zeros(len(texts), np.float32)
+        order = np.lexsort((np.arange(s.size), -s))
+        out[f"q{i}"] = [(f"d{j}", float(s[j])) for j in order[:k] if s[j] > 0]
+    return out
+
+
+def _tie_heavy_corpus(n: int = 400, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Zipf-like texts, each written twice (every score ties with a copy), plus edge cases:
+    non-ASCII text, punctuation, underscores, digits, capitals, one-letter words, stopwords only."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}x" for i in range(300)] + ["Cat", "cats", "running", "ran", "runs", "dog_house", "r2d2",
+                                              "über", "straße", "İstanbul", "naïve", "café"]
+    p = 1.0 / np.arange(1, len(words) + 1) ** 1.1
+    p /= p.sum()
+    base = []
+    for _ in range(n // 2):
+        toks = rng.choice(len(words), size=rng.integers(3, 40), p=p)
+        sep = rng.choice([" ", ", ", "; ", "-", " (", ") ", ". ", "\n"], size=toks.size)
+        base.append("".join(f"{words[t]}{s}" for t, s in zip(toks, sep)))
+    texts = base + base + ["The of and a I x y z", "", "ÄÖÜ ÉÈ — “quoted” İstanbul's café-au-lait", "A b C d"]
+    queries = [" ".join(rng.choice(words, size=rng.integers(1, 6), p=p)) for _ in range(40)]
+    queries += ["the a of", "", "İstanbul café", "w0x w0x w0x", "Running CATS r2d2 dog_house", "unknownword"]
+    return texts, queries
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+@pytest.mark.parametrize("stemmer", [None, "english"])
+def test_bm25_rankings_equal_bm25s(method: str, stemmer: str | None) -> None:
+    texts, queries = _tie_heavy_corpus()
+    params = BM25Params(method=method, stemmer=stemmer, k1=1.2, b=0.7)
+    r = BM25Retriever(params)
+    r.index(Corpus(Document(f"d{i}", t) for i, t in enumerate(texts)), RunContext())
+    qs = [Query(f"q{i}", t) for i, t in enumerate(queries)]
+    for k in (1, 7, 50, len(texts) + 5):
+        want = _bm25s_ranking(texts, queries, params, k)
+        got = r.search(qs, k, RunContext())
+        assert got == want, (method, stemmer, k)  # ids, float32 scores and tie order, exactly
+    assert any(len(v) == 0 for v in got.values()) and any(len(v) > 50 for v in got.values())
+    # the two copies of a document tie, and the lower index comes first
+    tied = [v for v in got.values() if len(v) > 1 and v[0][1] == v[1][1]]
+    assert tied and all(int(a[0][1:]) < int(b[0][1:]) for v in tied for a, b in zip(v, v[1:]) if a[1] == b[1])
+
+
+def test_bm25_tokens_and_impacts_equal_bm25s() -> None:
+    import bm25s
+    import Stemmer
+
+    texts, _ = _tie_heavy_corpus(120, seed=3)
+    for stemmer in (None, "english"):
+        st = Stemmer.Stemmer(stemmer) if stemmer else None
+        r = BM25Retriever(BM25Params(stemmer=stemmer, method="bm25+"))
+        toks = bm25s.tokenize(texts, stopwords="en", stemmer=st, return_ids=False, show_progress=False)
+        assert r.tokenize(texts) == toks
+        r.index(Corpus(Document(f"d{i}", t) for i, t in enumerate(texts)), RunContext())
+        ref = bm25s.BM25(method="bm25+")
+        ref.index(toks, show_progress=False)
+        assert set(r._terms) == set(ref.vocab_dict) - {""}
+        ip, rp = ref.scores["indptr"], r._indptr
+        for term, t in r._terms.items():
+            u = ref.vocab_dict[term]
+            np.testing.assert_array_equal(r._indices[rp[t]:rp[t + 1]], ref.scores["indices"][ip[u]:ip[u + 1]])
+            assert r._data[rp[t]:rp[t + 1]].tobytes() == ref.scores["data"][ip[u]:ip[u + 1]].tobytes(), term
+            assert r._nonocc[t] == ref.nonoccurrence_array[u]
+        q = r.tokenize(["w0x w1x über w0x"])[0]
+        assert r.scores(q).tobytes() == ref.get_scores(q).tobytes()
+
+
+def test_bm25_search_batches_and_small_k() -> None:
+    texts, queries = _tie_heavy_corpus(60, seed=5)
+    r = BM25Retriever()
+    r.index(Corpus(Document(f"d{i}", t) for i, t in enumerate(texts)), RunContext())
+    qs = [Query(f"q{i}", t) for i, t in enumerate(queries)]
+    import retrievers.bm25 as bm25_module
+
+    whole = r.search(qs, 10, RunContext())
+    old = bm25_module._QUERY_BATCH
+    bm25_module._QUERY_BATCH = 7  # several kernel calls give the same run
+    try:
+        assert r.search(qs, 10, RunContext()) == whole
+    finally:
+        bm25_module._QUERY_BATCH = old
+    assert r.search([], 10, RunContext()) == {}
+
+
+def test_run_from_matrix_empty_slots() -> None:
+    from harness.ranking import run_from_matrix
+
+    ids = ["a", "b", "c", "d"]
+    idx = np.array([[2, 0, -1], [3, 1, 0], [-1, -1, -1]])
+    sc = np.array([[0.5, 0.25, 0.0], [3.0, 2.0, 1.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    assert run_from_matrix(["x", "y", "z"], ids, idx, sc) == {"x": [("c", 0.5), ("a", 0.25)],
+                                                             "y": [("d", 3.0), ("b", 2.0), ("a", 1.0)], "z": []}
+    gap = np.array([[1, -1, 2]])  # an empty slot inside a row
+    run = run_from_matrix(["x"], ids, gap, np.array([[0.75, 0.0, 0.5]], dtype=np.float32))
+    assert run == {"x": [("b", 0.75), ("c", 0.5)]} and all(type(s) is float for _, s in run["x"])
