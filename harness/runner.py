@@ -27,7 +27,7 @@ from .protocols import (Analysable, DeclaresTrainingData, HasResultExtra, NullPr
 from .provenance import environment, provenance
 from .registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
                        retriever_info)
-from .stats import bootstrap_ci
+from .stats import bootstrap_cis
 from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from .types import Benchmark, Query, Run
 
@@ -308,12 +308,9 @@ class Runner:
         with ledger.phase("evaluate", items=len(queries)):
             ev = evaluate(run, bench.judgments, measures, relevance_threshold=bench.relevance_threshold,
                           pairs=bench.pairs, query_ids=[q.id for q in queries], pair_scores=pair_scores)
-            mvals: dict[str, MeasureValue] = {}
-            for m in measures:
-                vals = list(ev.per_query.get(m, {}).values())
-                lo, hi = (bootstrap_ci(vals, n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0
-                          else (None, None))
-                mvals[m] = MeasureValue(ev.means[m], ev.counts[m], lo, hi)
+            cis = (bootstrap_cis({m: list(ev.per_query.get(m, {}).values()) for m in measures},
+                                 n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0 else {})
+            mvals = {m: MeasureValue(ev.means[m], ev.counts[m], *cis.get(m, (None, None))) for m in measures}
         extra: dict[str, Any] = {}
         if isinstance(retriever, HasResultExtra):
             extra["retriever"] = retriever.result_extra()

@@ -2,28 +2,58 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Hashable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
+
+K = TypeVar("K", bound=Hashable)
 
 
 def bootstrap_ci(values: Sequence[float], *, n_resamples: int = 1000, alpha: float = 0.05,
                  seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean. Empty input gives (nan, nan)."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        return float("nan"), float("nan")
-    if x.size == 1 or np.all(x == x[0]):
-        return float(x.mean()), float(x.mean())
+    return bootstrap_cis({0: values}, n_resamples=n_resamples, alpha=alpha, seed=seed)[0]
+
+
+def resamples(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """The bootstrap's resamples of ``n`` values, as (resamples × n) index matrices, in chunks of at
+    most 2,000,000 indices: ``default_rng(seed).integers(0, n, size=(chunk, n))`` chunk after
+    chunk, so a given (n, seed) always gets the same resamples, whatever the values."""
     rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
-    chunk = max(1, 2_000_000 // x.size)
+    chunk = max(1, 2_000_000 // n)
     for start in range(0, n_resamples, chunk):
-        stop = min(n_resamples, start + chunk)
-        idx = rng.integers(0, x.size, size=(stop - start, x.size))
-        means[start:stop] = x[idx].mean(axis=1)
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+        yield rng.integers(0, n, size=(min(chunk, n_resamples - start), n))
+
+
+def bootstrap_cis(columns: Mapping[K, Sequence[float]], *, n_resamples: int = 1000, alpha: float = 0.05,
+                  seed: int = 0) -> dict[K, tuple[float, float]]:
+    """Percentile bootstrap CI of the mean of each column (a result's per-query values of each
+    measure). The columns of one length share one draw of resamples (:func:`resamples` from
+    ``seed``), and each column's resample means are taken from it: the same numbers as one
+    :func:`bootstrap_ci` per column with that seed — which draws the same resamples for every
+    column of a length — at the cost of one draw per length instead of one per column. A column
+    of one value, or of equal values, gives (mean, mean); an empty one (nan, nan)."""
+    out: dict[K, tuple[float, float]] = {}
+    by_size: dict[int, list[tuple[K, np.ndarray]]] = {}
+    for key, values in columns.items():
+        x = np.asarray(values, dtype=float)
+        if x.size == 0:
+            out[key] = (float("nan"), float("nan"))
+        elif x.size == 1 or np.all(x == x[0]):
+            out[key] = (float(x.mean()), float(x.mean()))
+        else:
+            by_size.setdefault(x.size, []).append((key, x))
+    for n, items in by_size.items():
+        means = np.empty((len(items), n_resamples))
+        start = 0
+        for idx in resamples(n, n_resamples, seed):
+            for j, (_, x) in enumerate(items):
+                means[j, start:start + len(idx)] = x[idx].mean(axis=1)
+            start += len(idx)
+        lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=1)
+        for j, (key, _) in enumerate(items):
+            out[key] = (float(lo[j]), float(hi[j]))
+    return {key: out[key] for key in columns}
 
 
 def paired_randomization_test(a: Mapping[str, float], b: Mapping[str, float], *,

@@ -202,3 +202,152 @@ def test_batched_randomization_tests_equal_single_tests() -> None:
     assert np.isnan(batched[-1]) and np.isnan(single[-1])
     assert batched[-2] == 1.0
     assert min(batched[:-2]) < 0.05 < max(batched[:-2])  # a mix of clear and null differences
+
+
+# ---------------------------------------------------------------------------------------------
+# one scan per evaluation: every measure against an independent computation on whole rankings
+
+
+def deep_case(seed: int, n_q: int = 60, n_docs: int = 400, max_depth: int = 150):
+    """Rankings of 1..max_depth documents (distinct raw scores), 0–12 judged documents per query
+    (some ranked, some deep, some unranked), violating sets, missing queries and pairs."""
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(n_docs)]
+    qrels, viol, run = {}, {}, Run()
+    for qi in range(n_q):
+        q = f"q{qi}"
+        ranked = rng.sample(docs, rng.randint(1, max_depth))
+        judged = {}
+        for _ in range(rng.randint(0 if qi % 11 else 1, 12)):
+            d = rng.choice(ranked) if rng.random() < 0.6 else rng.choice(docs)
+            judged[d] = rng.choice([0, 1, 2])
+        qrels[q] = judged or {rng.choice(docs): 0}
+        if qi % 3 == 0:
+            viol[q] = frozenset(rng.choice(ranked) if rng.random() < 0.5 else rng.choice(docs)
+                                for _ in range(rng.randint(1, 3)))
+        if qi % 9 != 4:
+            scores = sorted(rng.sample(range(1, 100_000), len(ranked)), reverse=True)
+            run[q] = [(d, s / 7.0) for d, s in zip(ranked, scores)]
+    pairs = [Pair(f"q{i}", next(iter(qrels[f"q{i}"])), f"q{i + 1}", next(iter(qrels[f"q{i + 1}"])), f"p{i}")
+             for i in range(0, n_q - 1, 2)]
+    return qrels, viol, run, pairs
+
+
+TREC_NAMES = {"nDCG": "ndcg_cut", "MAP": "map_cut", "R": "recall", "P": "P"}
+MEASURE_SETS = [
+    ["nDCG@10", "MAP@10", "R@1", "R@5", "R@10", "R@100", "P@1"],  # the constraint defaults' pytrec part
+    ["nDCG@3", "R@50", "P@20"],
+    ["R@100"],  # a counting measure alone: no rank is kept exactly
+    ["MAP@100", "R@5", "P@5", "nDCG@1"],  # the deepest cutoff is positional
+    ["nDCG@10", "R@10", "V@30", "Comp@40"],  # other measures read deeper than pytrec_eval's
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("names", MEASURE_SETS, ids=lambda n: ",".join(n))
+def test_pytrec_measures_equal_pytrec_eval_on_whole_rankings(seed: int, names: list[str]) -> None:
+    qrels, viol, run, _ = deep_case(seed)
+    for threshold in (1, 2):
+        ev = evaluate(run, Judgments(qrels, viol), names, relevance_threshold=threshold)
+        trec = [parse_measure(n) for n in names if parse_measure(n).family in TREC_NAMES]
+        specs = {f"{TREC_NAMES[m.family]}.{m.k}" for m in trec}
+        ref = pytrec_eval.RelevanceEvaluator(qrels, specs, relevance_level=threshold).evaluate(
+            {q: dict(r) for q, r in run.items()})
+        for m in trec:
+            key = f"{TREC_NAMES[m.family]}_{m.k}"
+            want = {q: ref[q][key] if q in ref else 0.0 for q in qrels}
+            assert ev.per_query[m.name] == want, (m.name, threshold)  # exactly: the same arithmetic
+
+
+def test_placeholder_ids_never_collide_with_judged_ones() -> None:
+    # judged documents named like the placeholders an evaluation would use first
+    qrels = {"a": {"\x1f0": 1, "\x1f1x": 2, "d3": 1}, "b": {"\x1f\x1f2": 1, "d1": 1}}
+    run = Run({"a": [("d0", 4.0), ("d1", 3.0), ("d2", 2.0), ("d3", 1.0)],
+               "b": [("d0", 3.0), ("d1", 2.0), ("\x1f\x1f2", 1.0)]})
+    ev = evaluate(run, Judgments(qrels), ["nDCG@10", "MAP@10", "P@3", "R@2"])
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map_cut.10", "P.3", "recall.2"}).evaluate(
+        {q: dict(r) for q, r in run.items()})
+    for name, key in {"nDCG@10": "ndcg_cut_10", "MAP@10": "map_cut_10", "P@3": "P_3", "R@2": "recall_2"}.items():
+        assert ev.per_query[name] == {q: ref[q][key] for q in qrels}
+    assert ev.per_query["P@3"]["a"] == 0.0 and ev.per_query["R@2"]["b"] == 0.5
+
+
+def _by_loops(run: Run, qrels, viol, pairs, threshold: int, ks=(1, 3, 10, 40)):  # type: ignore[no-untyped-def]
+    """V@k, FVR@k, Comp@k, RR@k and PairAcc written plainly from each whole ranking."""
+    out: dict[str, dict[str, float]] = {}
+    for k in ks:
+        out[f"V@{k}"], out[f"FVR@{k}"], out[f"Comp@{k}"], out[f"RR@{k}"] = {}, {}, {}, {}
+        for q in qrels:
+            docs = [d for d, _ in run.get(q, [])]
+            rel = {d for d, g in qrels[q].items() if g >= threshold}
+            if viol.get(q):
+                first = next((i + 1 for i, d in enumerate(docs[:k]) if d in viol[q]), None)
+                out[f"V@{k}"][q] = 0.0 if first is None else 1.0
+                out[f"FVR@{k}"][q] = float(k + 1 if first is None else first)
+            if rel:
+                out[f"Comp@{k}"][q] = 1.0 if rel <= set(docs[:k]) else 0.0
+            out[f"RR@{k}"][q] = next((1.0 / (i + 1) for i, d in enumerate(docs[:k]) if d in rel), 0.0)
+    acc = {}
+    for p in pairs:
+        s1, s2 = dict(run.get(p.q1, [])), dict(run.get(p.q2, []))
+        ok = (s1.get(p.d1, -math.inf) > s1.get(p.d2, -math.inf)) and (s2.get(p.d2, -math.inf) > s2.get(p.d1, -math.inf))
+        acc[p.id] = 1.0 if ok else 0.0
+    out["PairAcc"] = acc
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rank_measures_equal_plain_loops(seed: int) -> None:
+    qrels, viol, run, pairs = deep_case(seed + 10)
+    # pairs whose documents are unjudged for one query and ranked below every cutoff
+    extra = []
+    for i, (q, r) in enumerate(list(run.items())[:6]):
+        if len(r) > 60:
+            extra.append(Pair(q, r[-1][0], q, r[55][0], f"deep{i}"))
+    names = [f"{f}@{k}" for f in ("V", "FVR", "Comp", "RR") for k in (1, 3, 10, 40)] + ["PairAcc", "R@20"]
+    for threshold in (1, 2):
+        ev = evaluate(run, Judgments(qrels, viol), names, relevance_threshold=threshold, pairs=pairs + extra)
+        want = _by_loops(run, qrels, viol, pairs + extra, threshold)
+        for name, col in want.items():
+            assert ev.per_query[name] == col, (name, threshold)
+    assert len(extra) >= 2 and any(v == 1.0 for v in want["PairAcc"].values())
+    # PairAcc alone (no cutoff: the scan reads whole rankings) and with a deep cutoff
+    for names in (["PairAcc"], ["PairAcc", "V@2"]):
+        assert evaluate(run, Judgments(qrels, viol), names, pairs=pairs + extra).per_query["PairAcc"] == want["PairAcc"]
+
+
+def _loop_ci(x: np.ndarray, idx: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """The percentile interval from a resampling matrix, one resample at a time."""
+    means = [float(np.mean([x[i] for i in row])) for row in idx]
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def test_bootstrap_cis_share_one_resampling_per_size() -> None:
+    from harness.stats import bootstrap_cis, resamples
+
+    rng = np.random.default_rng(5)
+    cols = {"ndcg": rng.random(300), "v": (rng.random(300) < 0.3).astype(float), "small": rng.random(40),
+            "flat": np.full(300, 0.5), "one": [0.25], "none": []}
+    cols["ndcg+1"] = cols["ndcg"] + 1.0
+    cis = bootstrap_cis(cols, n_resamples=500, seed=11)
+    for name in ("ndcg", "v", "small"):
+        x = np.asarray(cols[name])
+        idx = np.concatenate(list(resamples(x.size, 500, 11)))
+        assert idx.shape == (500, x.size) and idx.min() >= 0 and idx.max() < x.size
+        assert cis[name] == pytest.approx(_loop_ci(x, idx), abs=1e-12)
+        assert cis[name] == bootstrap_ci(x, n_resamples=500, seed=11)  # one column alone: the same numbers
+    # one draw per length: shifting a column shifts its interval
+    assert np.array(cis["ndcg+1"]) - 1.0 == pytest.approx(np.array(cis["ndcg"]), abs=1e-12)
+    assert cis["flat"] == (0.5, 0.5) and cis["one"] == (0.25, 0.25) and all(map(math.isnan, cis["none"]))
+    # the draws are those of the loop the runner had, one bootstrap per measure: chunks of
+    # default_rng(seed).integers(0, n, size=(chunk, n)), chunk = 2,000,000 // n resamples
+    x = np.asarray(cols["ndcg"])
+    r = np.random.default_rng(11)
+    means = np.concatenate([x[r.integers(0, x.size, size=(c, x.size))].mean(axis=1) for c in (500,)])
+    assert cis["ndcg"] == tuple(np.quantile(means, [0.025, 0.975]))
+    big = rng.random(5000)  # chunks of 400 resamples
+    r = np.random.default_rng(2)
+    means = np.concatenate([big[r.integers(0, big.size, size=(c, big.size))].mean(axis=1) for c in (400, 400, 200)])
+    assert bootstrap_cis({"b": big}, n_resamples=1000, seed=2)["b"] == tuple(np.quantile(means, [0.025, 0.975]))
+    assert list(cis) == list(cols)

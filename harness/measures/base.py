@@ -10,14 +10,19 @@ input), built once per evaluation.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from itertools import compress, count
+from operator import itemgetter
+from typing import Any, ClassVar, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..types import Judgments, Pair, Run
+
+_doc_of = itemgetter(0)
 
 # What a measure can need from a benchmark, and how a benchmark without it is described.
 NEEDS = {
@@ -34,7 +39,13 @@ PAIRS = "pairs"
 
 @dataclass
 class EvalInput:
-    """One evaluation's inputs, with what several measures share computed once, on first use."""
+    """One evaluation's inputs, with what several measures share computed once, on first use.
+
+    Every measure that reads ranks reads them through one scan of each query's top :attr:`depth`
+    documents (:attr:`found`: the ranks of its judged, violating and pair documents), so no
+    measure walks a ranking, or builds a mapping of it, again. A ranking lists each document once
+    (:meth:`Run.validate`); where one does not, a document counts at its first rank.
+    """
 
     run: Run
     judgments: Judgments
@@ -42,8 +53,9 @@ class EvalInput:
     threshold: int = 1
     pairs: Sequence[Pair] | None = None
     pair_scores: Mapping[str, Mapping[str, float]] | None = None
-    depth: int = 0  # the deepest cutoff asked for among the measures that read the rank matrix
+    depth: int = 0  # the deepest cutoff among the measures that read ranks (0: the whole ranking)
     _sets: dict[str, Any] = field(default_factory=dict, repr=False)
+    _pair_ranks: dict[str, tuple[frozenset[str], dict[str, int]]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def relevant(self) -> dict[str, set[str]]:
@@ -57,34 +69,96 @@ class EvalInput:
     def with_relevant(self) -> list[str]:
         return [q for q in self.qids if self.relevant[q]]
 
+    @cached_property
+    def found(self) -> dict[str, dict[str, int]]:
+        """For each query with a ranking: the 0-based rank of each of its judged, violating and
+        pair documents found in its top :attr:`depth` (the first, should one be listed twice), in
+        rank order. The same scan fills the "relevant" and "violating" :meth:`membership`."""
+        out: dict[str, dict[str, int]] = {}
+        rel, viol, run, top, thr = self.judgments.relevance, self.judgments.violating, self.run, self.depth, self.threshold
+        paired = self._pair_documents
+        vrow = {q: i for i, q in enumerate(self.with_violating)}
+        rrow = {q: i for i, q in enumerate(self.with_relevant)}
+        cells: dict[str, tuple[list[int], list[int]]] = {"violating": ([], []), "relevant": ([], [])}
+        vr, vc = cells["violating"]
+        rr, rc = cells["relevant"]
+        longest = 0
+        for q in self.qids:
+            ranking = run.get(q)
+            if not ranking:
+                continue
+            judged = rel.get(q) or {}
+            v, pd = viol.get(q), paired.get(q)
+            wanted: Container[str] = judged
+            if (v and not judged.keys() >= v) or (pd and not judged.keys() >= pd):
+                wanted = set(judged).union(v or (), pd or ())
+            cut = ranking if not top or len(ranking) <= top else ranking[:top]
+            longest = max(longest, len(cut))
+            ranks: dict[str, int] = {}
+            for p in compress(count(), map(wanted.__contains__, map(_doc_of, cut))):
+                ranks.setdefault(cut[p][0], p)
+            out[q] = ranks
+            if q in rrow:
+                i = rrow[q]
+                for d, p in ranks.items():
+                    if judged.get(d, thr - 1) >= thr:
+                        rr.append(i)
+                        rc.append(p)
+            if v:
+                i = vrow[q]
+                for d, p in ranks.items():
+                    if d in v:
+                        vr.append(i)
+                        vc.append(p)
+        width = top or longest  # the whole ranking when no depth
+        for which, (rows, cols) in cells.items():
+            mat = np.zeros((len(vrow if which == "violating" else rrow), width), dtype=bool)
+            mat[rows, cols] = True
+            self._sets[which] = mat
+        return out
+
+    def ranks(self, q: str, docs: Iterable[str]) -> list[int]:
+        """The 0-based ranks (< :attr:`depth`) of those of ``docs`` — judged or violating documents
+        of ``q`` — that its ranking lists there."""
+        found = self.found.get(q)
+        return [found[d] for d in docs if d in found] if found else []
+
+    def raw_score(self, q: str, d: str) -> float:
+        """Query ``q``'s own score of document ``d`` in its ranking (−∞ when it is not ranked)."""
+        ranking = self.run.get(q)
+        if not ranking:
+            return -math.inf
+        p = self.found[q].get(d)
+        if p is None:
+            if (not self.depth or len(ranking) <= self.depth) and (
+                    d in self._pair_documents.get(q, ()) or d in (self.judgments.relevance.get(q) or ())
+                    or d in self.judgments.violating.get(q, ())):
+                return -math.inf  # the scan of :attr:`found` covered the whole ranking
+            wanted, ranks = self._pair_ranks.get(q, (frozenset(), {}))
+            if d not in wanted:  # one scan of the whole ranking for the query's pair documents
+                wanted = self._pair_documents.get(q, frozenset()) | {d}
+                ranks = {}
+                for i in compress(count(), map(wanted.__contains__, map(_doc_of, ranking))):
+                    ranks.setdefault(ranking[i][0], i)
+                self._pair_ranks[q] = (wanted, ranks)
+            p = ranks.get(d)
+            if p is None:
+                return -math.inf
+        return float(ranking[p][1])
+
+    @cached_property
+    def _pair_documents(self) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for pr in self.pairs or ():
+            for q in (pr.q1, pr.q2):
+                out.setdefault(q, set()).update((pr.d1, pr.d2))
+        return {q: frozenset(v) for q, v in out.items()}
+
     def membership(self, which: str) -> np.ndarray:
         """Boolean (queries × depth) matrix for ``which`` ("violating" over :attr:`with_violating`,
         "relevant" over :attr:`with_relevant`): ``M[i, j]`` = rank j+1 of query i is in its set."""
-        if which not in self._sets:
-            qids, sets = ((self.with_violating, self.judgments.violating) if which == "violating"
-                          else (self.with_relevant, self.relevant))
-            mat = np.zeros((len(qids), self.depth), dtype=bool)
-            for i, q in enumerate(qids):
-                s = sets.get(q)
-                if not s:
-                    continue
-                for j, (d, _) in enumerate(self.run.get(q, [])[: self.depth]):
-                    if d in s:
-                        mat[i, j] = True
-            self._sets[which] = mat
-        return self._sets[which]
-
-    @cached_property
-    def rank_scored(self) -> dict[str, dict[str, float]]:
-        """The run as pytrec_eval reads it, with rank-derived scores (``depth − rank``) so that its
-        re-sort by score cannot reorder ties."""
-        out: dict[str, dict[str, float]] = {}
-        for q in self.qids:
-            ranking = self.run.get(q)
-            if ranking:
-                depth = len(ranking)
-                out[q] = {d: float(depth - i) for i, (d, _) in enumerate(ranking)}
-        return out
+        self.found  # noqa: B018 - fills both matrices
+        return self._sets[which][:, : self.depth]
 
 
 class Measure:
@@ -99,7 +173,8 @@ class Measure:
     needs: ClassVar[frozenset[str]] = frozenset()
     decimals: ClassVar[int] = 3
     has_cutoff: ClassVar[bool] = True
-    # whether the measure reads the rank matrix up to its cutoff (EvalInput.depth)
+    # whether the measure reads nothing of a ranking below its cutoff: the rank lookups of
+    # EvalInput (found, ranks, membership) then reach the deepest such cutoff, EvalInput.depth
     uses_rank_matrix: ClassVar[bool] = False
 
     def __init__(self, cutoff: int | None = None):

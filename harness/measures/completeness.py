@@ -23,4 +23,4 @@ class Comp(Measure):
     def compute(self, inp: EvalInput) -> dict[str, float]:
         n_rel = np.array([len(inp.relevant[q]) for q in inp.with_relevant])
         vals = completeness_at_k(inp.membership("relevant"), n_rel, self.k)  # type: ignore[arg-type]
-        return {q: float(v) for q, v in zip(inp.with_relevant, vals)}
+        return dict(zip(inp.with_relevant, vals.tolist()))

@@ -4,7 +4,7 @@ document strictly above the other one."""
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..types import Pair, Run
 from .base import PAIRS, EvalInput, Measure, register
@@ -20,22 +20,32 @@ def pair_documents(pairs: Sequence[Pair]) -> dict[str, set[str]]:
 
 
 def pair_accuracy(run: Run, pairs: Sequence[Pair],
-                  scores: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float]:
+                  scores: Mapping[str, Mapping[str, float]] | None = None, *,
+                  ranked_score: Callable[[str, str], float] | None = None) -> dict[str, float]:
     """Per pair: 1 when both queries score their own document strictly above the other one. A
     query's two scores come from ``scores[q]`` when given (the pair documents scored directly,
-    NevIR's protocol, so the figure does not depend on the ranking depth), else from its ranking;
-    an absent document scores −∞, so ties and absences are wrong."""
+    NevIR's protocol, so the figure does not depend on the ranking depth), else from its ranking
+    (``ranked_score(q, d)`` when given, e.g. :meth:`EvalInput.raw_score`); an absent document scores
+    −∞, so ties and absences are wrong."""
+    rankings: dict[str, Mapping[str, float]] = {}
 
-    def score_map(q: str) -> Mapping[str, float]:
+    def from_run(q: str, d: str) -> float:
+        m = rankings.get(q)
+        if m is None:
+            m = rankings[q] = {x: float(s) for x, s in run.get(q, [])}
+        return m.get(d, -math.inf)
+
+    ranked = ranked_score or from_run
+
+    def score(q: str, d: str) -> float:
         if scores is not None and q in scores:
-            return scores[q]
-        return {d: float(s) for d, s in run.get(q, [])}
+            return scores[q].get(d, -math.inf)
+        return ranked(q, d)
 
     out: dict[str, float] = {}
     for n, p in enumerate(pairs):
-        s1, s2 = score_map(p.q1), score_map(p.q2)
-        a = s1.get(p.d1, -math.inf) > s1.get(p.d2, -math.inf)
-        b = s2.get(p.d2, -math.inf) > s2.get(p.d1, -math.inf)
+        a = score(p.q1, p.d1) > score(p.q1, p.d2)
+        b = score(p.q2, p.d2) > score(p.q2, p.d1)
         out[p.id or str(n)] = 1.0 if (a and b) else 0.0
     return out
 
@@ -52,4 +62,4 @@ class PairAcc(Measure):
     def compute(self, inp: EvalInput) -> dict[str, float]:
         if not inp.pairs:
             raise ValueError("PairAcc needs the benchmark's pairs; this benchmark has none")
-        return pair_accuracy(inp.run, inp.pairs, inp.pair_scores)
+        return pair_accuracy(inp.run, inp.pairs, inp.pair_scores, ranked_score=inp.raw_score)

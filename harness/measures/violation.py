@@ -28,7 +28,7 @@ class _Violation(Measure):
 
     def compute(self, inp: EvalInput) -> dict[str, float]:
         vals = self.per_query(inp.membership("violating"))
-        return {q: float(v) for q, v in zip(inp.with_violating, vals)}
+        return dict(zip(inp.with_violating, vals.tolist()))
 
     def per_query(self, viol: np.ndarray) -> np.ndarray:
         raise NotImplementedError
