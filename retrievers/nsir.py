@@ -81,7 +81,8 @@ Premises:
 ∀x ((Plant(x) ∧ InGreenhouse(x)) → GetsLight(x)) ::: Every plant kept in a greenhouse gets light.
 
 Passage: {{text}}"""
-QUERY_PROMPT = f"""Translate the search query into first-order logic: the statement that a passage answering it must make true.
+QUERY_PROMPT = f"""Translate the search query into first-order logic: the statement that a passage \
+answering it must make true.
 {_SYMBOLS_HELP}
 Write two sections. Under "Predicates:" list each predicate you use, one per line, as `Name(x) ::: what it means`. \
 Under "Conclusion:" write one formula for the query as `formula ::: the query`. Keep every negation or exclusion \
@@ -227,7 +228,8 @@ class LogicView:
     conn: np.ndarray
 
 
-def logic_embeddings(T: np.ndarray, F: np.ndarray, signs: np.ndarray, distortion: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def logic_embeddings(T: np.ndarray, F: np.ndarray, signs: np.ndarray,
+                     distortion: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(e_align, e_conn, P)`` of a text's token states ``T`` (its first row the first token) and
     its logic form's ``F`` with per-token ``signs``."""
     T, F = np.asarray(T, dtype=np.float64), np.asarray(F, dtype=np.float64)
@@ -244,7 +246,8 @@ def nsir_score(q: LogicView, d: LogicView) -> float:
     return (_cos(q.align, d.align) + 1.0) / 2.0 + (_cos(q.conn, d.conn) + 1.0) / 2.0
 
 
-def token_states(model: Any, texts: Sequence[str], batch_size: int = 32) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+def token_states(model: Any, texts: Sequence[str],
+                 batch_size: int = 32) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
     """For each text, the last-layer state of every token (special tokens included) of the
     transformer inside a sentence-transformers ``model``, and each token's character span, truncated
     at the model's ``max_seq_length``."""
@@ -297,7 +300,8 @@ class NsirParams(DenseParams):
 
 
 @register("nsir", params=NsirParams, family="neural-symbolic reranking", uses_llm=True,
-          description="Reranks a dense top-100 by aligning each text with its LLM-written first-order logic (optimal transport, negation sign)",
+          description="Reranks a dense top-100 by aligning each text with its LLM-written first-order logic "
+                      "(optimal transport, negation sign)",
           reference="Xu, Zhang, Mei et al., Findings of ACL 2025, arXiv:2505.22299")
 class NSIR(DenseRetriever):
     """NS-IR: dense top-N reranked by logic alignment and the connective constraint."""
@@ -350,13 +354,23 @@ class NSIR(DenseRetriever):
         n_q = sum(1 for k, _ in todo if k == "query")
         self._stats["queries"] += n_q
         self._stats["documents"] += len(todo) - n_q
-        model = self._pool(ctx).model(p.token_model or p.model, p.max_length)
-        states = token_states(model, [t for _, t in todo] + [f for f, _ in logic], batch_size=p.batch_size)
-        for i, ((kind, text), (form, how)) in enumerate(zip(todo, logic)):
-            T, _ = states[i]
-            F, offsets = states[len(todo) + i]
-            e_align, e_conn, _ = logic_embeddings(T, F, connective_signs(form, offsets), p.distortion)
-            self._views[(kind, text)] = LogicView(text, form, how, e_align, e_conn)
+        name = p.token_model or p.model
+        model = self._pool(ctx).model(name, p.max_length)
+        chunk = 256  # token states of a chunk at a time: a few MB each, not the whole run's
+        with ctx.progress.track(len(todo), "nsir: aligning texts with their logic forms") as advance:
+            for s in range(0, len(todo), chunk):
+                part, forms = todo[s:s + chunk], logic[s:s + chunk]
+                try:
+                    states = token_states(model, [t for _, t in part] + [f for f, _ in forms], p.batch_size)
+                except NotImplementedError as e:  # a slow tokenizer gives no character offsets
+                    raise ValueError(f"nsir: the token encoder {name!r} needs a fast tokenizer (character offsets "
+                                     f"mark the connective tokens): {e}") from None
+                for i, ((kind, text), (form, how)) in enumerate(zip(part, forms)):
+                    T, _ = states[i]
+                    F, offsets = states[len(part) + i]
+                    e_align, e_conn, _ = logic_embeddings(T, F, connective_signs(form, offsets), p.distortion)
+                    self._views[(kind, text)] = LogicView(text, form, how, e_align, e_conn)
+                advance(len(part))
 
     def _score(self, query: Query, doc_id: str) -> float:
         return nsir_score(self._views[("query", query.text)], self._views[("document", self._texts[doc_id])])

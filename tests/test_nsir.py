@@ -163,7 +163,8 @@ def test_parse_logic(reply, section, expected):
 
 
 def test_normalise_logic_and_connective_signs():
-    assert normalise_logic("∀x (Tea(x) -> ~Grown(x)) & A | B <-> C") == "∀ x (Tea(x) → ¬ Grown(x)) ∧ A ∨ B ↔ C"
+    assert normalise_logic("∀x (Tea(x) -> ~Grown(x)) & A | B <-> C") == \
+        "∀ x (Tea(x) → ¬ Grown(x)) ∧ A ∨ B ↔ C"
     text = "¬ A ∧ B"
     offsets = [(0, 0), (0, 1), (2, 3), (4, 5), (6, 7), (0, 0)]  # [CLS] ¬ A ∧ B [SEP]
     np.testing.assert_array_equal(connective_signs(text, offsets), [0, -1, 0, 1, 0, 0])
@@ -183,6 +184,19 @@ def test_token_states_and_signs_with_the_real_tokenizer(pool):
     np.testing.assert_allclose(T, ref, atol=1e-4)
     (T2, _), _ = token_states(model, [logic, "a much longer text " * 5], batch_size=2)
     np.testing.assert_allclose(T2, T, atol=1e-4)
+
+
+def test_a_prompt_version_names_one_wording():
+    """Results and cached translations are keyed by the prompt version in the spec: changing the
+    wording of v1 would mix two prompts under one name (add "v2" instead)."""
+    import hashlib
+
+    from retrievers.nsir import PROMPTS
+
+    digest = hashlib.sha256(json.dumps(PROMPTS["v1"], ensure_ascii=False).encode()).hexdigest()[:16]
+    assert digest == "f1aeca0770cd1089"
+    system, query_prompt, doc_prompt, q_section, d_section = PROMPTS["v1"]
+    assert "{text}" in query_prompt and "{text}" in doc_prompt and (q_section, d_section) == ("Conclusion", "Premises")
 
 
 def test_params_are_checked():
