@@ -22,10 +22,16 @@ arXiv:2505.22299), a reranker of a dense top-N (default 100).
        e_align = c ⊙ Σ_ij P_ij (T_i ⊙ F_j)
 
 4. **Connective constraint.** Each logic token gets a sign ``s_j``: −1 for ``¬``, +1 for ``∧ ∨ ⊕ →
-   ↔ ∀ ∃``, 0 otherwise; as in the authors' code it applies to a text token ``i`` only where the plan
-   moves no mass (``s_ij = s_j`` if ``P_ij = 0``, else 0). With ``X_ij = T_i + s_ij F_j``::
+   ↔ ∀ ∃``, 0 otherwise; as the authors' code intends it applies to a text token ``i`` only where the
+   plan moves no mass (``s_ij = s_j`` if ``P_ij = 0``, else 0; ``sign_mask="pair"``). With
+   ``X_ij = T_i + s_ij F_j``::
 
        a_j = softmax_i(F_j · X_ij),   e_conn = mean_j Σ_i a_ji X_ij
+
+   The released code writes those zeros into a tensor expanded from one row of signs, so a zero
+   written for one pair reaches the whole column: a logic token aligned with any text token loses
+   its sign for all of them, and since an exact plan gives every logic token some mass, no sign is
+   left. ``sign_mask="token"`` reproduces that behaviour (tested against the released tensor code).
 
 5. **Score.** ``(cos(e_align_q, e_align_d) + 1)/2 + (cos(e_conn_q, e_conn_d) + 1)/2`` (0 to 2: twice
    the mean of the two rescaled cosines, the authors' sum); the top ``top_n`` are reranked by it
@@ -205,10 +211,16 @@ def align_embedding(T: np.ndarray, F: np.ndarray, P: np.ndarray, c: np.ndarray) 
     return c * (T * (P @ F)).sum(axis=0)
 
 
-def connective_embedding(T: np.ndarray, F: np.ndarray, P: np.ndarray, signs: np.ndarray) -> np.ndarray:
+SIGN_MASKS = ("pair", "token")
+
+
+def connective_embedding(T: np.ndarray, F: np.ndarray, P: np.ndarray, signs: np.ndarray,
+                         sign_mask: str = "pair") -> np.ndarray:
     """``mean_j Σ_i a_ji X_ij`` with ``X_ij = T_i + s_ij F_j``, ``s_ij = signs_j`` where ``P_ij = 0``
-    (else 0) and ``a_j = softmax_i(F_j · X_ij)``; computed without forming X (m × n × d)."""
-    S = np.where(P > 0, 0.0, signs[None, :])  # m × n
+    (else 0) and ``a_j = softmax_i(F_j · X_ij)``; computed without forming X (m × n × d).
+    ``sign_mask="token"``: ``s_ij = 0`` for every i once any ``P_ij > 0`` (the released code)."""
+    aligned = P > 0 if sign_mask == "pair" else np.broadcast_to((P > 0).any(axis=0), P.shape)
+    S = np.where(aligned, 0.0, signs[None, :])  # m × n
     logits = F @ T.T + S.T * (F * F).sum(axis=1)[:, None]  # n × m: F_j·T_i + s_ij‖F_j‖²
     logits -= logits.max(axis=1, keepdims=True)
     A = np.exp(logits)
@@ -228,13 +240,13 @@ class LogicView:
     conn: np.ndarray
 
 
-def logic_embeddings(T: np.ndarray, F: np.ndarray, signs: np.ndarray,
-                     distortion: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def logic_embeddings(T: np.ndarray, F: np.ndarray, signs: np.ndarray, distortion: float,
+                     sign_mask: str = "pair") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(e_align, e_conn, P)`` of a text's token states ``T`` (its first row the first token) and
     its logic form's ``F`` with per-token ``signs``."""
     T, F = np.asarray(T, dtype=np.float64), np.asarray(F, dtype=np.float64)
     P = transport_plan(cost_matrix(T, F, distortion))
-    return align_embedding(T, F, P, _unit(T[0])), connective_embedding(T, F, P, signs), P
+    return align_embedding(T, F, P, _unit(T[0])), connective_embedding(T, F, P, signs, sign_mask), P
 
 
 def _cos(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
@@ -284,6 +296,7 @@ class NsirParams(DenseParams):
     token_model: str = ""  # the encoder whose token states are aligned; "" = model (the authors: the same)
     top_n: int = 100  # candidates reranked per query
     distortion: float = 0.2  # the positional prior's weight in the transport cost (the authors' default)
+    sign_mask: str = "pair"  # "pair": the sign is dropped where P_ij > 0; "token": as the released code runs
     prompt_version: str = PROMPT_VERSION
     temperature: float = 0.0  # the authors left GPT-4o at its default (1.0)
     max_tokens: int = 512
@@ -295,6 +308,8 @@ class NsirParams(DenseParams):
             raise ValueError(f"nsir: distortion must be in [0, 1], not {self.distortion}")
         if self.temperature < 0:
             raise ValueError("nsir: temperature must be ≥ 0")
+        if self.sign_mask not in SIGN_MASKS:
+            raise ValueError(f"nsir: sign_mask must be one of {', '.join(SIGN_MASKS)}, not {self.sign_mask!r}")
         if self.prompt_version not in PROMPTS:
             raise ValueError(f"nsir: unknown prompt_version {self.prompt_version!r}; known: {', '.join(PROMPTS)}")
 
@@ -368,7 +383,8 @@ class NSIR(DenseRetriever):
                 for i, ((kind, text), (form, how)) in enumerate(zip(part, forms)):
                     T, _ = states[i]
                     F, offsets = states[len(part) + i]
-                    e_align, e_conn, _ = logic_embeddings(T, F, connective_signs(form, offsets), p.distortion)
+                    e_align, e_conn, _ = logic_embeddings(T, F, connective_signs(form, offsets), p.distortion,
+                                                          p.sign_mask)
                     self._views[(kind, text)] = LogicView(text, form, how, e_align, e_conn)
                 advance(len(part))
 

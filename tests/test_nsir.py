@@ -116,6 +116,37 @@ def test_embeddings_match_the_direct_formulation():
         assert not np.allclose(connective_embedding(T, F, P, -signs), e_conn)
 
 
+def released_connective_embedding(T, F, P, signs):
+    """The released code's tensor steps (torch, float64): the sign row expanded over the text
+    tokens, zeros written in place where the plan moves mass, attention over text tokens."""
+    import torch
+    import warnings
+
+    T, F, P = (torch.from_numpy(np.asarray(x, dtype=np.float64)) for x in (T, F, P))
+    m, n, d = T.shape[0], F.shape[0], F.shape[1]
+    tokens = torch.tensor(signs, dtype=torch.float64).unsqueeze(1).expand(-1, m).T
+    with warnings.catch_warnings():  # in-place writes into an expanded tensor are deprecated
+        warnings.simplefilter("ignore")
+        tokens[((tokens == -1) & (P > 0)) | ((tokens == 1) & (P > 0))] = 0
+    tokens = tokens.unsqueeze(2).expand(-1, -1, d)
+    X = T.unsqueeze(1).expand(-1, n, -1) + tokens * F.unsqueeze(0).expand(m, -1, -1)
+    att = torch.softmax(torch.einsum("nd,mnd->nm", F, X), dim=1)
+    return torch.einsum("nm,mnd->nd", att, X).mean(0).numpy()
+
+
+def test_sign_mask_token_is_what_the_released_code_computes():
+    rng = np.random.default_rng(11)
+    T, F = rng.normal(size=(6, 5)), rng.normal(size=(7, 5))
+    signs = np.array([0, -1, 1, 0, 1, -1, 0], dtype=float)
+    P = transport_plan(cost_matrix(T, F, 0.2))
+    released = released_connective_embedding(T, F, P, signs)
+    np.testing.assert_allclose(connective_embedding(T, F, P, signs, "token"), released, atol=1e-10)
+    # every logic token gets mass from some text token, so no sign survives there ...
+    np.testing.assert_allclose(released, connective_embedding(T, F, P, np.zeros(7)), atol=1e-10)
+    # ... while "pair" keeps each sign where the plan moves no mass
+    assert not np.allclose(connective_embedding(T, F, P, signs, "pair"), released, atol=1e-6)
+
+
 def test_a_connective_aligned_with_every_text_token_carries_no_sign():
     rng = np.random.default_rng(1)
     T, F = rng.normal(size=(1, 4)), rng.normal(size=(3, 4))  # one text token: P_1j = 1/3 > 0 for all j
@@ -200,7 +231,8 @@ def test_a_prompt_version_names_one_wording():
 
 
 def test_params_are_checked():
-    for bad in (dict(top_n=0), dict(distortion=1.5), dict(prompt_version="v0"), dict(temperature=-1)):
+    for bad in (dict(top_n=0), dict(distortion=1.5), dict(prompt_version="v0"), dict(temperature=-1),
+                dict(sign_mask="row")):
         with pytest.raises(ValueError, match="nsir"):
             NsirParams(**bad)
 
