@@ -1321,6 +1321,80 @@ def list_trainers() -> None:
 
 
 @app.command()
+def reproduce(
+    quick: bool = typer.Option(False, "--quick", help="Only the rows marked quick = true: the cheap ones (bm25, dense, "
+                               "deo-rules, nnn-fix, mmr on the diagnostic sets and NegConstraint) that CI runs."),
+    only: list[str] = typer.Option(None, "--only", metavar="PATTERN", help="Only the rows whose retriever:benchmark:measure, or any one "
+                                   "of the three, matches this shell pattern, e.g. 'bm25:*' or 'V@*' (repeatable)."),
+    expected: Optional[Path] = typer.Option(None, "--expected", help="The matrix of expected figures (default: "
+                                            "expected.toml of the installed reference files)."),
+    data_dir: DataDirOpt = None,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Recompute the reproduction matrix and compare each figure with its expected value: OK (equal
+    within 1e-4, or within the row's tolerance when that is smaller), OKish (within the tolerance),
+    FAIL (outside it, not computed, or the run failed), SKIP (the benchmark is not on disk). Each
+    (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
+    the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
+    Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
+    from .registry import reference_files
+    from .reproduce import FAIL, OK, OKISH, REFERENCE, SKIP, MatrixError, describe, load_matrix, reproduce, summarise
+
+    if expected is None:
+        try:
+            expected = reference_files().get("expected")
+        except RegistryError as e:
+            fail(str(e))
+        if expected is None:
+            fail("no reproduction matrix is installed (entry point group beyondsim.reference); give --expected FILE")
+    try:
+        rows = load_matrix(expected, quick=quick, only=list(only or ()))
+    except MatrixError as e:
+        fail(str(e))
+    if not rows:
+        fail(f"{expected}: no row is selected by{' --quick' if quick else ''}"
+             f"{''.join(f' --only {p!r}' for p in only or ())}")
+    settings = Settings(home=home_dir(home), data_dir=data_dir, device=device)
+    started = time.monotonic()
+    with open_store(home) as store, progress_for(console) as progress:
+        outcomes = reproduce(rows, settings, store=store, progress=progress,
+                             log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
+        store_path = store.path
+    style = {OK: "green", OKISH: "yellow", FAIL: "bold red", SKIP: "dim"}
+
+    def num(x: Optional[float], signed: bool = False) -> str:
+        return "–" if x is None else (f"{x:+.6f}" if signed else f"{x:.6f}")
+
+    t = Table(title=f"reproduction matrix: {expected}", title_justify="left")
+    for c in ("retriever", "benchmark", "measure"):
+        t.add_column(c, overflow="fold")
+    for c in ("expected", "got", "diff", "tolerance"):
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("kind: source", overflow="fold")
+    for o in outcomes:
+        r = o.row
+        t.add_row(r.label, r.benchmark, r.measure, num(r.expected), num(o.got), num(o.diff, True), f"{r.tolerance:g}",
+                  Text(o.status, style=style[o.status]), f"{r.kind}: {r.source}")
+    out.print(t)
+    for o in outcomes:
+        if o.note and o.status != SKIP:
+            out.print(f"row {o.row.index} ({o.row.key}, {o.row.kind}): {o.status}: {o.note}", soft_wrap=True)
+    s = summarise(outcomes)
+    parts = [f"{kind} rows: {describe(c)}" for kind, c in sorted(s.counts.items(), key=lambda kc: kc[0] != REFERENCE)]
+    if s.skipped_benchmarks:
+        parts.append(f"skipped (not on disk): {', '.join(s.skipped_benchmarks)}")
+    compared = any(o.status != SKIP for o in outcomes)
+    verdict = ("FAIL: a reference row did not reproduce" if s.failed else "reproduced" if compared
+               else "nothing compared")
+    saved = f"; matrix saved to {store_path}" if compared else ""
+    out.print(f"{verdict} — {'; '.join(parts)} ({time.monotonic() - started:.0f} s){saved}", soft_wrap=True)
+    if s.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def version() -> None:
     """Print the harness version."""
     out.print(__version__)

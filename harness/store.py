@@ -150,7 +150,7 @@ CREATE TABLE IF NOT EXISTS reproductions (
   status TEXT NOT NULL,
   kind TEXT NOT NULL,
   source TEXT NOT NULL,
-  PRIMARY KEY (run_id, spec_hash, benchmark, measure)
+  PRIMARY KEY (run_id, spec_hash, benchmark, measure, kind, source)
 );
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
@@ -282,6 +282,19 @@ def _allow_unknown_tokens(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id)")
 
 
+def _key_reproductions_by_source(db: sqlite3.Connection) -> None:
+    """A store made when ``reproductions`` was keyed without ``kind`` and ``source`` (so a published
+    figure could not sit beside the reference figure of the same measure): rebuild the table with
+    the current key, rows unchanged (inside the caller's transaction)."""
+    if any(r[1] == "source" and r[5] for r in db.execute("PRAGMA table_info(reproductions)")):
+        return
+    create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS reproductions" in stmt)
+    db.execute(create.replace("IF NOT EXISTS reproductions", "reproductions_new"))
+    db.execute("INSERT INTO reproductions_new SELECT * FROM reproductions")
+    db.execute("DROP TABLE reproductions")
+    db.execute("ALTER TABLE reproductions_new RENAME TO reproductions")
+
+
 class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -297,6 +310,7 @@ class Store:
                     self._conn.execute(stmt)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             _allow_unknown_tokens(self._conn)
+            _key_reproductions_by_source(self._conn)
 
     def _use_wal(self) -> None:
         """Switch the file to WAL. While another process creates the same store, the switch can fail

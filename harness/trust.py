@@ -63,9 +63,12 @@ def trust_of(extra: Mapping[str, Any] | None, reproduced: bool = False) -> str:
 
 
 def reproduced_keys(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """``(spec hash, benchmark version)`` pairs whose every row in a reproduction matrix matched."""
+    """``(spec hash, benchmark version)`` pairs whose every reference row in a reproduction matrix
+    matched (a paper's figure, ``kind = "published"``, is reported beside them and never counts)."""
     status: dict[tuple[str, str], bool] = {}
     for r in rows:
+        if r.get("kind", "reference") != "reference":
+            continue
         k = (str(r["spec_hash"]), str(r["benchmark_version"]))
         status[k] = status.get(k, True) and r["status"] in MATCHED
     return {k for k, ok in status.items() if ok}

@@ -4,8 +4,8 @@ through :meth:`reports.pages.common.Site.page`."""
 
 from __future__ import annotations
 
-from . import benchmark, drilldown, efficiency, overview, retriever
+from . import benchmark, drilldown, efficiency, overview, reproduction, retriever
 
-PAGES = (benchmark, efficiency, retriever, drilldown, overview)
+PAGES = (reproduction, benchmark, efficiency, retriever, drilldown, overview)  # reproduction first: it sets the nav link
 
 __all__ = ["PAGES"]

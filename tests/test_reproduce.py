@@ -1,0 +1,351 @@
+"""`beyondsim reproduce`: the matrix of expected figures is read strictly, recomputed once per
+(configuration, benchmark, seed), compared (OK / OKish / FAIL), saved to the store and shown on
+the site; a reference row that moved fails the command, a published one never does. The slow
+test runs the shipped matrix's --quick rows on the real data: that is what gates CI."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.registry import load_benchmark, make_spec, reference_files
+from harness.reproduce import (FAIL, OK, OKISH, SKIP, MatrixError, Row, load_matrix, read_matrix, reproduce, select,
+                               status_of)
+from harness.runner import Settings
+from harness.store import Store
+from harness.trust import reproduced_keys
+from tests.conftest import SHARED_DATA
+from tests.test_submit import make_constraint_set
+
+MEASURES = ("V@2", "FVR@10", "nDCG@10")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A four-query constraint set (one satisfying and one violating document per query)."""
+    return make_constraint_set(tmp_path_factory.mktemp("data") / "tiny-constraint")
+
+
+@pytest.fixture
+def bench(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tiny set as a short relative path (the printed table keeps one line per row)."""
+    monkeypatch.chdir(tiny.parent)
+    return f"./{tiny.name}"
+
+
+def toml_row(**f: object) -> str:
+    def value(v: object) -> str:
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return json.dumps(v)
+        return repr(v)
+
+    return "[[row]]\n" + "".join(f"{k} = {value(v)}\n" for k, v in f.items()) + "\n"
+
+
+def base_rows(bench: str, values: dict[tuple[str, str], float] | None = None, tol: float = 1e-6) -> list[dict]:
+    """bm25 (defaults) and bm25 with k1 = 0.5 on the tiny set, three measures each."""
+    rows = []
+    for params in ({}, {"k1": 0.5}):
+        for m in MEASURES:
+            key = ("k1" if params else "default", m)
+            rows.append({"retriever": "bm25", **({"params": params} if params else {}), "benchmark": bench,
+                         "measure": m, "expected": (values or {}).get(key, 0.0), "tolerance": tol,
+                         "kind": "reference", "source": "reference run (test)", "reason": "measured by the test",
+                         "quick": m != "nDCG@10"})
+    return rows
+
+
+def write_matrix(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(toml_row(**r) for r in rows), encoding="utf-8")
+    return path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, ["reproduce", *args], catch_exceptions=False)
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The body rows of the printed matrix, as cells (the table's box characters split them)."""
+    return [[c.strip() for c in line.strip("│ ").split("│")] for line in output.splitlines()
+            if line.startswith("│") and "retriever" not in line]
+
+
+@pytest.fixture(scope="module")
+def measured(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], float]:
+    """The figures of a first reproduce run (placeholders expected), each checked against an ordinary
+    `beyondsim run` of the same configuration: the matrix recomputes what `run` computes."""
+    tmp = tmp_path_factory.mktemp("first")
+    rows = read_matrix(write_matrix(tmp / "m.toml", base_rows(str(tiny), tol=10.0)))
+    settings = Settings(home=tmp / "home", device="cpu")
+    outcomes = reproduce(rows, settings, log=lambda m: None)
+    assert [o.status for o in outcomes] == [OKISH] * 6, [(o.status, o.note) for o in outcomes]
+    got = {("k1" if o.row.spec.params["k1"] == 0.5 else "default", o.row.measure): o.got for o in outcomes}
+    runner = CliRunner()
+    for label, option, params in (("default", [], {}), ("k1", ["-p", "bm25.k1=0.5"], {"k1": 0.5})):
+        res = runner.invoke(app, ["run", "bm25", "-b", str(tiny), *option, "--home", str(tmp / "plain")])
+        assert res.exit_code == 0, res.output
+        with Store(tmp / "plain" / "results.sqlite") as store:
+            rec = next(r for r in store.results() if r.spec_hash == make_spec("bm25", params).hash)
+        for m in MEASURES:
+            assert got[(label, m)] == pytest.approx(rec.measures[m].mean, abs=1e-12), (label, m)
+    # the figures are real and not all alike: V@2 is a share of queries, FVR@10 a rank in 1..11
+    assert all(0.0 <= got[(lab, "V@2")] <= 1.0 for lab in ("default", "k1"))
+    assert all(1.0 <= got[(lab, "FVR@10")] <= 11.0 for lab in ("default", "k1"))
+    assert all(0.0 < got[(lab, "nDCG@10")] <= 1.0 for lab in ("default", "k1"))
+    return got
+
+
+def test_first_run_values_reproduce_ok_and_exit_0(bench: str, measured, tmp_path: Path, home: Path) -> None:
+    m = write_matrix(tmp_path / "expected.toml", base_rows(bench, measured))
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 0, res.output
+    rows = table_rows(res.output)
+    assert len(rows) == 6 and {r[7] for r in rows} == {OK}, res.output
+    assert "reproduced — reference rows: 6 OK, 0 OKish, 0 FAIL" in res.output.replace("\n", " ")
+    # the diff column is the difference, printed as zero
+    assert {r[5] for r in rows} == {"+0.000000"}
+
+
+def test_a_changed_expected_value_fails_the_row_and_the_command(bench: str, measured, tmp_path: Path,
+                                                                home: Path) -> None:
+    changed = dict(measured)
+    changed[("default", "nDCG@10")] += 0.01  # beyond the 1e-6 tolerance
+    m = write_matrix(tmp_path / "expected.toml", base_rows(bench, changed))
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 1, res.output
+    rows = table_rows(res.output)
+    failed = [r for r in rows if r[7] == FAIL]
+    assert len(failed) == 1 and failed[0][2] == "nDCG@10", res.output
+    assert failed[0][5] == f"{-0.01:+.6f}"  # got − expected
+    assert sum(r[7] == OK for r in rows) == 5
+    assert "FAIL: a reference row did not reproduce" in res.output
+
+
+def test_a_change_within_tolerance_is_okish_and_exit_0(bench: str, measured, tmp_path: Path, home: Path) -> None:
+    rows = base_rows(bench, measured, tol=0.01)
+    rows[0]["expected"] = measured[("default", "V@2")] + 0.005  # inside 0.01, outside 1e-4
+    rows[1]["expected"] = measured[("default", "FVR@10")] + 0.00005  # inside 1e-4: still equal
+    m = write_matrix(tmp_path / "expected.toml", rows)
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 0, res.output
+    statuses = [r[7] for r in table_rows(res.output)]
+    assert statuses == [OKISH, OK, OK, OK, OK, OK], res.output
+
+
+def test_a_published_row_that_fails_leaves_the_exit_code_0(tiny: Path, bench: str, measured, tmp_path: Path,
+                                                            home: Path) -> None:
+    rows = base_rows(bench, measured)
+    rows.append({"retriever": "bm25", "benchmark": bench, "measure": "nDCG@10",
+                 "expected": measured[("default", "nDCG@10")] - 0.2, "tolerance": 0.01, "kind": "published",
+                 "source": "A paper, Table 9", "reason": "the paper's figure"})
+    m = write_matrix(tmp_path / "expected.toml", rows)
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 0, res.output
+    printed = table_rows(res.output)
+    assert printed[-1][7] == FAIL and printed[-1][8].startswith("published"), res.output
+    assert printed[-1][5] == f"{0.2:+.6f}"
+    assert "published rows: 0 OK, 0 OKish, 1 FAIL" in res.output.replace("\n", " ")
+    # and it is stored beside the reference row of the same measure, without costing it its trust
+    with Store(home / "results.sqlite") as store:
+        stored = store.reproductions()
+    assert len(stored) == 7 and sum(r["kind"] == "published" for r in stored) == 1
+    version = load_benchmark(str(tiny), tiny.parent).version
+    assert (make_spec("bm25").hash, version) in reproduced_keys(stored)
+
+
+def test_the_matrix_is_stored_and_shown_on_the_site(tiny: Path, bench: str, measured, tmp_path: Path,
+                                                     home: Path) -> None:
+    from reports import render_site
+
+    changed = dict(measured)
+    changed[("k1", "V@2")] += 0.5
+    rows = base_rows(bench, changed)
+    rows[0]["source"] = "reference run <script>alert(1)</script>"
+    m = write_matrix(tmp_path / "expected.toml", rows)
+    assert invoke("--expected", str(m), "--home", str(home), "--device", "cpu").exit_code == 1
+    loaded = load_benchmark(str(tiny), tiny.parent)
+    with Store(home / "results.sqlite") as store:
+        stored = store.reproductions()
+        site = tmp_path / "site"
+        render_site(store, site)
+    assert len(stored) == 6
+    k1 = make_spec("bm25", {"k1": 0.5}).hash
+    assert {(r["spec_hash"], r["benchmark"], r["benchmark_version"]) for r in stored} == {
+        (make_spec("bm25").hash, loaded.name, loaded.version), (k1, loaded.name, loaded.version)}
+    row = next(r for r in stored if r["spec_hash"] == k1 and r["measure"] == "V@2")
+    assert row["status"] == FAIL and row["got"] == pytest.approx(measured[("k1", "V@2")], abs=1e-12)
+    assert row["expected"] == pytest.approx(measured[("k1", "V@2")] + 0.5)
+    assert reproduced_keys(stored) == {(make_spec("bm25").hash, loaded.version)}  # the failed one is not reproduced
+
+    page = (site / "reproduction.html").read_text(encoding="utf-8")
+    body = re.findall(r'<tr data-status="(\w+)" data-kind="(\w+)">', page)
+    assert sorted(body) == sorted([(OK, "reference")] * 5 + [(FAIL, "reference")])
+    assert 'class="status status-fail">FAIL</td>' in page
+    assert f'data-value="{(measured[("k1", "V@2")] - changed[("k1", "V@2")])!r}"' in page  # the diff, raw
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+    assert 'href="reproduction.html">Reproduction</a>' in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_no_reproduction_run_no_page_and_no_link(tiny: Path, tmp_path: Path, home: Path) -> None:
+    from reports import render_site
+
+    assert CliRunner().invoke(app, ["run", "bm25", "-b", str(tiny)]).exit_code == 0
+    with Store(home / "results.sqlite") as store:
+        render_site(store, tmp_path / "site")
+    assert not (tmp_path / "site" / "reproduction.html").exists()
+    assert "reproduction.html" not in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+def test_only_selects_rows(bench: str, measured, tmp_path: Path, home: Path) -> None:
+    m = write_matrix(tmp_path / "expected.toml", base_rows(bench, measured))
+    every = read_matrix(m)
+    assert [r.measure for r in select(every, only=["V@*"])] == ["V@2", "V@2"]
+    assert [r.index for r in select(every, only=[f"bm25:{bench}:nDCG@10"])] == [3, 6]
+    assert len(select(every, only=[bench])) == 6 and select(every, only=["dense"]) == []
+    assert [r.index for r in select(every, quick=True)] == [1, 2, 4, 5]
+    assert [r.index for r in load_matrix(m, quick=True, only=["FVR@*"])] == [2, 5]
+    res = invoke("--expected", str(m), "--only", "FVR@10", "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 0, res.output
+    assert [(r[2], r[7]) for r in table_rows(res.output)] == [("FVR@10", OK), ("FVR@10", OK)]
+    res = invoke("--expected", str(m), "--only", "no-such:*", "--home", str(home))
+    assert res.exit_code == 2 and "no row is selected by --only 'no-such:*'" in res.output
+
+
+def test_a_measure_the_benchmark_cannot_give_fails_its_row_only(bench: str, measured, tmp_path: Path,
+                                                                home: Path) -> None:
+    rows = base_rows(bench, measured)
+    rows.append({**rows[0], "measure": "PairAcc", "expected": 0.5})
+    m = write_matrix(tmp_path / "expected.toml", rows)
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 1
+    assert [r[7] for r in table_rows(res.output)] == [OK] * 6 + [FAIL]
+    assert "row 7 (bm25:" in res.output and "PairAcc cannot be computed" in res.output
+
+
+def test_rows_on_a_benchmark_not_on_disk_are_skipped(tmp_path: Path, home: Path) -> None:
+    m = write_matrix(tmp_path / "expected.toml", [{
+        "retriever": "bm25", "benchmark": "nevir", "measure": "V@2", "expected": 0.5, "tolerance": 0.0,
+        "kind": "reference", "source": "reference run", "reason": "r"}])
+    res = invoke("--expected", str(m), "--home", str(home), "--data-dir", str(tmp_path / "empty"))
+    assert res.exit_code == 0, res.output
+    assert [r[7] for r in table_rows(res.output)] == [SKIP]
+    assert "nothing compared" in res.output and "skipped (not on disk): nevir" in res.output
+    with Store(home / "results.sqlite") as store:
+        assert store.reproductions() == []
+
+
+GOOD = {"retriever": "bm25", "benchmark": "nevir", "measure": "V@2", "expected": 0.5, "tolerance": 0.001,
+        "kind": "reference", "source": "reference run", "reason": "r"}
+
+
+@pytest.mark.parametrize("change, field, message", [
+    ({"expected": "high"}, "expected", "must be a number, not str 'high'"),
+    ({"expected": float("nan")}, "expected", "must be a finite number"),
+    ({"tolerance": -0.1}, "tolerance", "must be ≥ 0"),
+    ({"kind": "paper"}, "kind", "must be one of 'reference', 'published'"),
+    ({"measure": "ndcg@10"}, "measure", "unknown measure 'ndcg@10'"),
+    ({"retriever": "bm26"}, "retriever", "unknown retriever 'bm26'. Did you mean 'bm25'"),
+    ({"params": {"k3": 1}}, "params", "unknown parameter(s) k3"),
+    ({"benchmark": "nevr"}, "benchmark", "unknown benchmark 'nevr'"),
+    ({"quick": "yes"}, "quick", "must be true or false"),
+    ({"seed": -1}, "seed", "must be a whole number ≥ 0"),
+    ({"source": " "}, "source", "must not be empty"),
+    ({"colour": "red"}, "colour", "unknown field"),
+    ({"reason": None}, "reason", "missing"),
+])
+def test_a_malformed_row_is_a_one_line_error(change: dict, field: str, message: str, tmp_path: Path) -> None:
+    bad = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    text = toml_row(**GOOD) + toml_row(**bad)
+    path = tmp_path / "expected.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MatrixError) as e:
+        read_matrix(path)
+    assert str(e.value).startswith(f"{path}: row 2: {field}: "), str(e.value)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    res = invoke("--expected", str(path))
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"error: {e.value}"]
+
+
+def test_file_level_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "expected.toml"
+    for text, message in ((toml_row(**GOOD) + "expected = 1\n[[row\n", "invalid TOML"),
+                          ('title = "x"\n' + toml_row(**GOOD), "unknown top-level key 'title'"),
+                          ("", "no [[row]] tables"),
+                          (toml_row(**GOOD) + toml_row(**GOOD), "row 2: measure: bm25:nevir:V@2 (reference, "
+                                                                "reference run) is already row 1")):
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(MatrixError, match=re.escape(message)) as e:
+            read_matrix(path)
+        assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
+
+
+def test_status_boundaries() -> None:
+    assert status_of(0.5, 0.5, 0.0) == OK
+    assert status_of(0.50005, 0.5, 0.01) == OK  # within 1e-4
+    assert status_of(0.50005, 0.5, 1e-6) == FAIL  # a tolerance below 1e-4 is the limit of equality too
+    assert status_of(0.51, 0.5, 0.01) == OKISH  # on the tolerance (0.51 − 0.5 is 0.010000000000000009)
+    assert status_of(0.5101, 0.5, 0.01) == FAIL
+    assert status_of(None, 0.5, 1.0) == FAIL and status_of(float("nan"), 0.5, 1.0) == FAIL
+
+
+def test_a_store_keyed_the_old_way_takes_a_published_row_beside_a_reference_one(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    with Store(path):
+        pass
+    db = sqlite3.connect(path)  # the reproductions table as first released: no kind/source in its key
+    db.execute("DROP TABLE reproductions")
+    db.execute("CREATE TABLE reproductions (run_id TEXT NOT NULL, created_at TEXT NOT NULL, spec_hash TEXT NOT NULL,"
+               " retriever TEXT NOT NULL, label TEXT NOT NULL, benchmark TEXT NOT NULL, benchmark_version TEXT NOT"
+               " NULL, measure TEXT NOT NULL, expected REAL NOT NULL, tolerance REAL NOT NULL, got REAL, status TEXT"
+               " NOT NULL, kind TEXT NOT NULL, source TEXT NOT NULL,"
+               " PRIMARY KEY (run_id, spec_hash, benchmark, measure))")
+    db.execute("INSERT INTO reproductions VALUES ('20000101T000000.000000', 't', 'h', 'x', 'x', 'b', 'v', 'V@2',"
+               " 0.5, 0.0, 0.5, 'OK', 'reference', 'reference run')")
+    db.commit()
+    db.close()
+    row = {"spec_hash": "h", "retriever": "x", "label": "x", "benchmark": "b", "benchmark_version": "v",
+           "measure": "V@2", "expected": 0.5, "tolerance": 0.0, "got": 0.5, "status": OK}
+    with Store(path) as store:
+        assert store.reproductions(latest=False)[0]["run_id"] == "20000101T000000.000000"  # kept
+        store.save_reproductions([{**row, "kind": "reference", "source": "reference run"},
+                                  {**row, "expected": 0.7, "status": FAIL, "kind": "published", "source": "P, T1"}])
+        latest = store.reproductions()
+    assert sorted((r["kind"], r["status"]) for r in latest) == [("published", FAIL), ("reference", OK)]
+    assert reproduced_keys(latest) == {("h", "v")}
+
+
+def test_the_shipped_matrix_reads_and_its_quick_rows_are_reference_rows() -> None:
+    rows = read_matrix(reference_files()["expected"])
+    quick = select(rows, quick=True)
+    assert quick and all(r.kind == "reference" for r in quick)
+    assert {r.retriever for r in quick} == {"bm25", "dense", "deo-rules", "nnn-fix", "mmr"}
+    assert {r.benchmark for r in quick} == {"diag/antonym", "diag/negation", "negconstraint"}
+    published = [r for r in rows if r.kind == "published"]
+    assert published and all("Table" in r.source for r in published)
+    assert all(isinstance(r, Row) and r.reason for r in rows)
+
+
+@pytest.mark.slow
+def test_reproduce_quick_on_the_real_data(tmp_path: Path) -> None:
+    """What gates CI: the shipped matrix's quick rows recomputed on the real data all reproduce."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real benchmark data not found at {SHARED_DATA}")
+    started = time.monotonic()
+    res = invoke("--quick", "--data-dir", str(SHARED_DATA), "--home", str(tmp_path / "home"), "--device", "cpu")
+    assert res.exit_code == 0, res.output
+    rows = table_rows(res.output)
+    assert len(rows) == len(select(read_matrix(reference_files()["expected"]), quick=True))
+    assert {r[7] for r in rows} <= {OK, OKISH}, res.output
+    print(f"reproduce --quick: {len(rows)} rows in {time.monotonic() - started:.0f} s")
