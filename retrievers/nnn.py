@@ -10,11 +10,12 @@ for one are reused by the other) and L2-normalised.
 
 with :mod:`retrievers.fista`, on ``ctx.device`` (CUDA when present, else CPU).
 
-* ``mode="tol"`` (default): solved to KKT tolerance ``tol`` by the screened exact solver — dense
-  top-``candidates`` documents, a Gram-form FISTA on them, and a whole-corpus KKT guard that
-  adds any excluded document that should be in the support (falling back to a full-corpus solve
-  when the guard keeps firing). The result is the full-corpus minimiser (to ``tol``), not an
-  approximation; ``candidates`` only changes the speed.
+* ``mode="tol"`` (default): solved to KKT tolerance ``tol`` by the exact working-set solver
+  (:func:`retrievers.fista.screened_solve`) — one dense pass (the top-k for the fill and a pool of
+  candidates), exact active-set solves on a working set that grows from the KKT violators, and a
+  certificate over the whole corpus (a bound from the last pass, else a guard pass; a full-corpus
+  solve when the guard keeps firing). The result is the full-corpus minimiser (to ``tol``) for
+  every λ1 > 0, not an approximation; ``candidates`` only changes the speed.
 * ``mode="iters"``: exactly ``iters`` full-corpus FISTA steps from 0 with step 1/L,
   L = 1.01·(λ_max(DᵀD) + λ2) — the paper's fixed-T protocol (its support is that of the T-th
   iterate).
@@ -54,7 +55,7 @@ from harness.registry import register
 from harness.types import Corpus, Query, Run
 
 from .dense import DenseIndex
-from .fista import as_tensor, dense_candidates, lipschitz, screened_solve, solve_full
+from .fista import Solution, as_tensor, dense_candidates, lipschitz, screened_solve, solve_full
 
 MODES = ("tol", "iters")
 
@@ -77,12 +78,11 @@ class _EncoderFields:
 class _SolverFields(_EncoderFields):
     """Solver settings shared by nnn-fix, l1-fix and l2-fix.
 
-    ``mode``: "tol" (solve to KKT residual ``tol``, at most ``max_iters`` FISTA steps) or "iters"
-    (exactly ``iters`` full-corpus steps). ``candidates``: the dense top-M whose M × M Gram block
-    is solved first in tol mode (any M gives the same answer: the guard adds what is missing;
-    32 is the fastest setting measured for supports of up to ~20 documents); ``max_rounds``:
-    guard rounds before a query falls back to the full-corpus solve; ``query_chunk``: queries per
-    batch."""
+    ``mode``: "tol" (solve to KKT residual ``tol``; ``max_iters`` caps the steps of the FISTA
+    fallbacks) or "iters" (exactly ``iters`` full-corpus steps). ``candidates``: the dense top-M
+    that start the working set in tol mode (any M gives the same answer: violators join it until
+    the whole corpus is certified); ``max_rounds``: guard passes before a query falls back to the
+    full-corpus solve; ``query_chunk``: queries per batch of the corpus products."""
 
     mode: str = "tol"
     iters: int = 100
@@ -157,6 +157,15 @@ def _ranked_lists(qids: Sequence[str], doc_ids: Sequence[str], first: list[np.nd
     return run
 
 
+def exact_solve(D: torch.Tensor, Q: torch.Tensor, p: Any, k: int) -> Solution:
+    """The tol-mode solve of nnn-fix / l1-fix (λ1 > 0) exactly as ``search`` runs it: the
+    screened exact solver with the parameters ``p``, whose first corpus pass also returns the
+    dense top-k (``Solution.dense_idx``) for the fill. Shared with ``tests/perf/fista.py``."""
+    n = D.shape[0]
+    return screened_solve(D, Q, float(p.l1), float(p.l2), candidates=min(p.candidates, n), dense_k=min(k, n),
+                          tol=p.tol, max_iters=p.max_iters, max_rounds=p.max_rounds, chunk_size=p.query_chunk)
+
+
 class _EmbeddingRetriever(DenseIndex):
     """Dense encoding + index (faiss, CPU) and the embedding matrix as a tensor on ctx.device."""
 
@@ -214,19 +223,19 @@ class _NNNBase(_EmbeddingRetriever):
             return Run()
         n = self._D.shape[0]
         qe = self.encode_queries(queries, ctx)
-        M = min(p.candidates, n)
-        dense_idx, _ = self._dense_top(qe, max(k, M), ctx)
         Q = as_tensor(qe, self._D.device)
         l1, l2 = float(p.l1), float(p.l2)
-        if p.mode == "iters":
-            sol = solve_full(self._D, Q, l1, l2, iters=p.iters, L=self._lipschitz())
-        elif self._use_screening():
-            sol = screened_solve(self._D, Q, l1, l2, candidates=M, cand_idx=dense_idx[:, :M], tol=p.tol,
-                                 max_iters=p.max_iters, max_rounds=p.max_rounds,
-                                 chunk_size=p.query_chunk,
-                                 L_full=None)
+        if p.mode == "tol" and self._use_screening():
+            # the solver's first corpus pass also gives the dense top-k for the fill
+            sol = exact_solve(self._D, Q, p, k)
+            assert sol.dense_idx is not None
+            dense_idx = sol.dense_idx.cpu().numpy()
         else:
-            sol = solve_full(self._D, Q, l1, l2, tol=p.tol, max_iters=p.max_iters, L=self._lipschitz())
+            dense_idx, _ = self._dense_top(qe, min(k, n), ctx)
+            if p.mode == "iters":
+                sol = solve_full(self._D, Q, l1, l2, iters=p.iters, L=self._lipschitz())
+            else:
+                sol = solve_full(self._D, Q, l1, l2, tol=p.tol, max_iters=p.max_iters, L=self._lipschitz())
         self.last_stats = dict(sol.stats)
         support = [i for i, _ in sol.lists()]
         return _ranked_lists(qids, self._doc_ids, support, dense_idx, min(k, n))

@@ -1,26 +1,34 @@
-"""Timing of NNN decoding against exact dense search on synthetic clustered embeddings.
+"""Timing of NNN decoding (nnn-fix, exact mode) against exact dense search on synthetic clustered
+embeddings.
 
-    python -m tests.perf.fista [--sizes 100000,1000000] [--queries 1000] [--quick]
+    python -m tests.perf.fista [--sizes 10000,100000,1000000] [--queries 1000] [--sweep l1|grid|none]
+                               [--quick]
 
 Data: n unit-norm documents in d = 384 dimensions around n/100 random centres (document =
 normalise(centre + noise of norm ≈ 1), so documents of one cluster have cosine ≈ 0.5); each query
-is the normalised sum of 2–4 random documents plus a little noise. λ1 = 0.1, λ2 = 0.1 by default,
-which keeps supports at ≤ 20 documents (checked and printed).
+is the normalised sum of 2–4 random documents plus a little noise.
 
-Timed, in one run on the same data:
+Timed, in one process on the same data:
 
 * reference: exact dense top-10 with faiss ``IndexFlatIP`` (on CUDA, also exact torch top-10);
-* ``nnn-fix`` tol mode as the retriever runs it: dense top-M candidates (faiss on CPU, torch on
-  CUDA) + Gram-form solve on them + whole-corpus KKT guard (:func:`retrievers.fista.screened_solve`),
-  M = 32 by default; at n ≤ 200k also M = 8 and M = 200 (``--variant-candidates``). The faiss and
-  nnn-fix runs alternate (``--repeat`` pairs) and both the best-of times and the per-pair ratios
-  are printed, since other load on the machine only ever adds time and drifts between runs;
-* full-corpus FISTA, fixed T (paper protocol, ``--full-queries``) and tol mode
-  (``--exact-queries``), each on a subset of the queries and scaled linearly to all queries —
-  printed as an estimate. Tol mode on the full corpus is skipped above 200k documents by default.
+* ``nnn-fix`` in its exact (tol) mode exactly as the retriever runs it
+  (:func:`retrievers.nnn.exact_solve` with the retriever's default parameters at the runner's
+  k = ``harness.runner.DEFAULT_K``): the solver's own dense pass (top-k for the ranking's fill and
+  the candidate pool), the working-set solves, the whole-corpus guard. faiss and nnn-fix runs
+  alternate (``--repeat`` pairs) and both the best-of times and the per-pair ratios are printed,
+  since other load on the machine only ever adds time and drifts between runs;
+* the λ sweep: every (λ1, λ2) of the paper's grid {0.01, 0.03, 0.06, 0.1, 0.3, 0.6, 1.0}
+  (``--sweep grid``; ``--sweep l1``: the λ1 grid at λ2 = 0.1), one pair per point, on the first
+  ``--sweep-queries`` queries (both runs of a pair on the same queries);
+* full-corpus FISTA in the paper's fixed-T protocol (T = the retriever's default ``iters``) on a
+  block of ``--full-queries`` queries (the same block at every n), ``--full-iters`` of the T
+  iterations timed (each iteration costs the same) and scaled to T and to all queries — printed
+  as an estimate with both factors; and tol-mode full-corpus FISTA on a few queries (n ≤ 200k).
 
-Afterwards (not timed): the full-corpus KKT residual of every screened solution, and the screened
-solutions against the full-corpus tol-mode solutions on the subset.
+Every nnn-fix solution is checked afterwards (not timed) with the full-corpus KKT residual
+(:meth:`retrievers.fista.Solution.kkt`): the certificate that it is the exact minimiser to the
+tolerance. The goal is nnn-fix ≤ 3× faiss; every point says whether it holds and, where not, how
+far it is. The table at the end lists each figure as measured in this run.
 """
 
 from __future__ import annotations
@@ -28,12 +36,18 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from retrievers.fista import lipschitz, screened_solve, solve_full
+from harness.runner import DEFAULT_K
+from retrievers.fista import lipschitz, solve_full
+from retrievers.nnn import NNNParams, exact_solve
+
+GRID = (0.01, 0.03, 0.06, 0.1, 0.3, 0.6, 1.0)
+GOAL = 3.0
 
 
 def make_data(n: int, d: int, b: int, seed: int, device: torch.device, per_cluster: int = 100,
@@ -86,135 +100,166 @@ def compare(a, b) -> str:
     return f"{supp}, max |dx| {diff:.1e}"
 
 
-def run_size(n: int, args: argparse.Namespace, device: torch.device) -> None:
-    import faiss
+def goal_note(ratio: float) -> str:
+    return f"≤ {GOAL:g}x: holds" if ratio <= GOAL else f"≤ {GOAL:g}x: MISSED by {ratio / GOAL:.2f}x ({ratio:.2f}x)"
 
-    d, B, M = args.dim, args.queries, args.candidates
-    l1, l2, tol = args.l1, args.l2, args.tol
-    print(f"\n== n = {n:,} documents, {B:,} queries, d = {d} ==", flush=True)
-    (D, Q), t_data = timed(lambda: make_data(n, d, B, args.seed, device), device)
-    print(f"data generated in {t_data:.1f} s ({n // 100:,} clusters); D is {D.numel() * 4 / 2**30:.2f} GiB")
 
-    Dn = D.cpu().numpy()
-    Qn = np.ascontiguousarray(Q.cpu().numpy())
-    index = faiss.IndexFlatIP(d)
-    index.add(Dn)
-    index.search(Qn[:16], 10)  # warm-up
+@dataclass
+class Point:
+    n: int
+    l1: float
+    l2: float
+    queries: int
+    t_faiss: float  # best of the paired runs
+    t_nnn: float
+    ratios: list[float]  # per pair
+    support_mean: float
+    support_max: int
+    passes: float
+    kkt_max: float
+    tol: float
 
-    # --- reference (exact dense search) and nnn-fix (tol mode, screened + guard), paired -------
-    def candidates(m: int) -> Any:
-        if device.type == "cpu":
-            return index.search(Qn, m)[1]
-        return torch_topk(D, Q, m)
+    @property
+    def ratio(self) -> float:
+        return self.t_nnn / self.t_faiss
 
-    def screened(cand: Any, m: int) -> Any:
-        return screened_solve(D, Q, l1, l2, candidates=m, cand_idx=cand, tol=tol, chunk_size=args.chunk)
+    @property
+    def median(self) -> float:
+        return float(np.median(self.ratios))
 
-    def paired(m: int, rounds: int) -> tuple[Any, Any, list[float], list[float], list[float]]:
-        """Alternate faiss and nnn-fix runs so that each ratio compares neighbouring runs."""
-        tf, tc, ts = [], [], []
-        cand = sol = None
-        for _ in range(rounds):
-            tf.append(timed(lambda: index.search(Qn, 10), torch.device("cpu"))[1])
-            cand, t = timed(lambda: candidates(m), device)
-            tc.append(t)
-            sol, t = timed(lambda: screened(cand, m), device)
-            ts.append(t)
-        return cand, sol, tf, tc, ts
 
-    warm = index.search(Qn[:16], M)[1] if device.type == "cpu" else torch_topk(D, Q[:16], M)
-    screened_solve(D, Q[:16], l1, l2, candidates=M, cand_idx=warm, tol=tol)
-    cand, sol, tf, tc, ts = paired(M, args.repeat)
-    t_faiss = min(tf)
-    tot = [c + x for c, x in zip(tc, ts)]
-    ratios = [t / f for t, f in zip(tot, tf)]
-    fmt = " ".join(f"{t:.2f}" for t in tf)
-    print(f"faiss IndexFlatIP exact top-10 (reference)   {t_faiss:8.2f} s   (best of runs: {fmt})")
-    if device.type == "cuda":
-        t_tk = min(timed(lambda: torch_topk(D, Q, 10), device)[1] for _ in range(args.repeat))
-        print(f"torch exact top-10 on {device}              {t_tk:8.2f} s")
-    st = sol.stats
-    how = "faiss" if device.type == "cpu" else "torch"
-    print(f"nnn-fix tol, screened + guard, M={M:<4}       {min(tot):8.2f} s   ratio {min(tot) / t_faiss:5.2f}x vs faiss"
-          f" (best/best); paired per-run ratios {' '.join(f'{r:.2f}' for r in ratios)},"
-          f" median {float(np.median(ratios)):.2f}x")
-    print(f"    [best runs: candidates top-{M} ({how}) {min(tc):.2f} s + Gram solve & guard {min(ts):.2f} s]")
-    print(f"    support mean {st['support_mean']:.2f}, max {st['support_max']}"
-          f" ({'≤ 20 as intended' if st['support_max'] <= 20 else 'ABOVE 20: raise --l1'});"
-          f" guard fired for {st['guard_fired']}/{B} queries; rounds max {st['rounds_max']}"
-          f" (queries per round count {st['rounds_hist'][:-1]}, fallbacks {st['fallback']});"
-          f" Gram-form iterations mean {st['iterations_mean']:.1f} (max {st['iterations_max']})")
-    for m2 in args.variant_candidates:
-        if m2 == M or not (args.variants_large or n <= 200_000):
-            continue
-        _, sol2, tf2, tc2, ts2 = paired(m2, 1)
-        t2 = tc2[0] + ts2[0]
-        st2 = sol2.stats
-        print(f"  variant M={m2:<4} (Gram {m2}x{m2})                {t2:8.2f} s   ratio {t2 / tf2[0]:5.2f}x vs the"
-              f" faiss run beside it ({tf2[0]:.2f} s)   [candidates {tc2[0]:.2f} s + solve & guard {ts2[0]:.2f} s;"
-              f" guard fired {st2['guard_fired']}, rounds max {st2['rounds_max']}; iterations mean"
-              f" {st2['iterations_mean']:.1f}; vs M={M}: {compare(sol, sol2)}]")
+class Bench:
+    def __init__(self, n: int, args: argparse.Namespace, device: torch.device):
+        import faiss
 
-    kkt, t_kkt = timed(lambda: sol.kkt(D, Q, l1, l2, chunk=args.chunk), device)
-    kmax = float(kkt.max())
-    npass = int((kkt < tol).sum())
-    print(f"    full-corpus KKT check (not timed above, {t_kkt:.1f} s): {npass}/{B} solutions pass,"
-          f" max residual {kmax:.2e} (tol {tol:g}) -> {'ALL PASS' if npass == B else 'FAILURES'}")
+        self.n, self.args, self.device = n, args, device
+        d, B = args.dim, args.queries
+        (D, Q), t_data = timed(lambda: make_data(n, d, B, args.seed, device), device)
+        print(f"\n== n = {n:,} documents, {B:,} queries, d = {d} ==", flush=True)
+        print(f"data generated in {t_data:.1f} s ({n // 100:,} clusters); D is {D.numel() * 4 / 2**30:.2f} GiB")
+        self.D, self.Q = D, Q
+        self.Qn = np.ascontiguousarray(Q.cpu().numpy())
+        self.index = faiss.IndexFlatIP(d)
+        self.index.add(np.ascontiguousarray(D.cpu().numpy()))
+        self.index.search(self.Qn[:16], 10)  # warm-up
+        exact_solve(D, Q[:16], NNNParams(l1=0.1, l2=0.1), DEFAULT_K)
+        self.points: list[Point] = []
 
-    # --- full-corpus FISTA on a subset, extrapolated ------------------------------------------
-    large = n > 200_000
-    sub = min(args.full_queries_large if large else args.full_queries, B)
-    L, t_L = timed(lambda: lipschitz(D, l2), device)
-    Qs = Q[:sub]
-    full_it, t_it = timed(lambda: solve_full(D, Qs, l1, l2, iters=args.T, L=L), device)
-    est_it = t_it * B / sub
-    print(f"full-corpus FISTA T={args.T} (iters mode)         {est_it:8.2f} s   ratio {est_it / t_faiss:5.1f}x vs faiss"
-          f"   [ESTIMATE: {sub} queries took {t_it:.2f} s, scaled x{B / sub:g}; L = {L:.1f} took {t_L:.1f} s]")
-    ex = min(args.exact_queries_large if large else args.exact_queries, B)
-    if ex <= 0:
-        print("full-corpus FISTA tol mode: skipped at this size (--exact-queries-large); the full-corpus"
-              " KKT check above is the optimality certificate")
-        return
-    Qe = Q[:ex]
-    full_tol, t_ft = timed(lambda: solve_full(D, Qe, l1, l2, tol=tol, L=L), device)
-    est_ft = t_ft * B / ex
-    fs = full_tol.stats
-    print(f"full-corpus FISTA tol (polish + restart)     {est_ft:8.2f} s   ratio {est_ft / t_faiss:5.1f}x vs faiss"
-          f"   [ESTIMATE: {ex} queries took {t_ft:.2f} s, scaled x{B / ex:g}; iterations mean"
-          f" {fs['iterations_mean']:.0f} (max {fs['iterations_max']}); converged {fs['converged']}/{ex}]")
-    sub_sol = screened_solve(D, Qe, l1, l2, candidates=M, cand_idx=cand[:ex], tol=tol)
-    print(f"    screened vs full-corpus tol solve on those {ex} queries: {compare(sub_sol, full_tol)}")
-    it_sub = solve_full(D, Qe, l1, l2, iters=args.T, L=L)
-    print(f"    fixed T={args.T} iterate vs converged on them: {compare(it_sub, full_tol)}")
+    def pair(self, l1: float, l2: float, nq: int, repeat: int) -> Point:
+        """``repeat`` alternating runs of faiss and of nnn-fix (as the retriever runs it) on the
+        first nq queries, then the full-corpus KKT check of the last nnn-fix solution."""
+        p = NNNParams(l1=l1, l2=l2)
+        Q, Qn = self.Q[:nq], self.Qn[:nq]
+        tf, tn = [], []
+        sol = None
+        for _ in range(repeat):
+            tf.append(timed(lambda: self.index.search(Qn, 10), torch.device("cpu"))[1])
+            sol, t = timed(lambda: exact_solve(self.D, Q, p, DEFAULT_K), self.device)
+            tn.append(t)
+        assert sol is not None
+        kkt = float(sol.kkt(self.D, Q, l1, l2, chunk=self.args.chunk).max()) if nq else 0.0
+        st = sol.stats
+        pt = Point(self.n, l1, l2, nq, min(tf), min(tn), [b / a for a, b in zip(tf, tn)], st["support_mean"],
+                   st["support_max"], st["corpus_passes"], kkt, p.tol)
+        self.points.append(pt)
+        self.last_stats = st
+        return pt
+
+    def table_points(self, l1s: list[float], l2: float) -> None:
+        a = self.args
+        print(f"-- nnn-fix exact (tol {NNNParams().tol:g}) / faiss exact top-10, λ2 = {l2}, {a.queries} queries,"
+              f" {a.repeat} paired runs each (nnn-fix as the retriever runs it at k = {DEFAULT_K}) --")
+        for l1 in l1s:
+            pt = self.pair(l1, l2, a.queries, a.repeat)
+            st = self.last_stats
+            pairs = " ".join(f"{r:.2f}" for r in pt.ratios)
+            print(f"λ1 = {l1:<5} faiss {pt.t_faiss:7.2f} s  nnn-fix {pt.t_nnn:7.2f} s  ratio {pt.ratio:5.2f}x"
+                  f" (best/best), per pair {pairs}, median {pt.median:.2f}x  [{goal_note(pt.median)}]", flush=True)
+            print(f"    support mean {st['support_mean']:.1f} (max {st['support_max']}); corpus passes per query"
+                  f" {st['corpus_passes']:.2f} (the dense pass + guards); guard fired for {st['guard_fired']}"
+                  f" queries, {st['certified_by_bound']} certified from a pass's band without another pass;"
+                  f" guard passes per query {st['rounds_hist'][:-1]}, fallbacks {st['fallback']};"
+                  f" working-set solves mean {st['solves_mean']:.1f}, active-set iterations mean"
+                  f" {st['iterations_mean']:.1f}; certificate: full-corpus KKT residual max {pt.kkt_max:.1e}"
+                  f" (tol {pt.tol:g}) -> {'CERTIFIED' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}", flush=True)
+
+    def sweep(self, l1s: list[float], l2s: list[float]) -> None:
+        a = self.args
+        nq = min(a.sweep_queries or a.queries, a.queries)
+        print(f"-- λ sweep: {len(l1s)} × {len(l2s)} points, {nq} queries, {a.sweep_repeat} pair(s) per point --")
+        grid: dict[tuple[float, float], Point] = {}
+        for l2 in l2s:
+            for l1 in l1s:
+                pt = self.pair(l1, l2, nq, a.sweep_repeat)
+                grid[l1, l2] = pt
+                print(f"λ1 = {l1:<5} λ2 = {l2:<5} ratio {pt.median:6.2f}x  support mean {pt.support_mean:7.1f} (max"
+                      f" {pt.support_max:5d})  passes {pt.passes:4.2f}  KKT max {pt.kkt_max:.1e}"
+                      f" {'certified' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}  [{goal_note(pt.median)}]",
+                      flush=True)
+        if len(l2s) > 1:
+            print("ratio nnn-fix / faiss (rows λ2, columns λ1):")
+            print("  λ2 \\ λ1 " + "".join(f"{l1:>8}" for l1 in l1s))
+            for l2 in l2s:
+                print(f"  {l2:<7} " + "".join(f"{grid[l1, l2].median:8.2f}" for l1 in l1s))
+        missed = [p for p in grid.values() if p.median > GOAL]
+        print(f"sweep at n = {self.n:,}: {len(grid) - len(missed)}/{len(grid)} points ≤ {GOAL:g}x"
+              + (f"; worst {max(p.median for p in missed):.2f}x (λ1 = {max(missed, key=lambda p: p.median).l1},"
+                 f" λ2 = {max(missed, key=lambda p: p.median).l2})" if missed else "")
+              + f"; all {'certified' if all(p.kkt_max < p.tol for p in grid.values()) else 'NOT all certified'}")
+
+    def full_corpus(self) -> None:
+        a, D, Q, n = self.args, self.D, self.Q, self.n
+        B = a.queries
+        T = NNNParams().iters
+        t_faiss = timed(lambda: self.index.search(self.Qn, 10), torch.device("cpu"))[1]  # beside the block
+        blk = min(a.full_queries, B)
+        its = min(T, a.full_iters if a.full_iters else (T if n <= 200_000 else 10))
+        L, t_L = timed(lambda: lipschitz(D, 0.1), self.device)
+        _, t_it = timed(lambda: solve_full(D, Q[:blk], 0.1, 0.1, iters=its, L=L), self.device)
+        est = t_it * (T / its) * (B / blk)
+        print(f"full-corpus FISTA T={T} (iters mode, λ1 = λ2 = 0.1) {est:9.2f} s   ratio {est / t_faiss:6.1f}x vs"
+              f" faiss ({t_faiss:.2f} s, timed beside it)   [ESTIMATE: {blk} queries x {its} iterations took"
+              f" {t_it:.2f} s, scaled x{T / its:g} (iterations) x{B / blk:g} (queries); L = {L:.1f} took {t_L:.1f} s]")
+        ex = min(a.exact_queries, B) if n <= 200_000 else 0
+        if ex <= 0:
+            print("full-corpus FISTA tol mode: skipped at this size; the full-corpus KKT check is the certificate")
+            return
+        full_tol, t_ft = timed(lambda: solve_full(D, Q[:ex], 0.1, 0.1, tol=NNNParams().tol, L=L), self.device)
+        fs = full_tol.stats
+        print(f"full-corpus FISTA tol (polish + restart, λ1 = λ2 = 0.1) {t_ft * B / ex:9.2f} s   ratio"
+              f" {t_ft * B / ex / t_faiss:6.1f}x vs faiss   [ESTIMATE: {ex} queries took {t_ft:.2f} s, scaled"
+              f" x{B / ex:g}; iterations mean {fs['iterations_mean']:.0f}; converged {fs['converged']}/{ex}]")
+        sub = exact_solve(D, Q[:ex], NNNParams(l1=0.1, l2=0.1), DEFAULT_K)
+        print(f"    nnn-fix exact vs full-corpus tol solve on those {ex} queries: {compare(sub, full_tol)}")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="100000,1000000", help="corpus sizes, comma-separated")
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="corpus sizes, comma-separated")
     ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--quick", action="store_true", help="small run: n = 20000, 200 queries")
+    ap.add_argument("--queries-large", type=int, default=0,
+                    help="queries above 200k documents (0: --queries); said in the output")
+    ap.add_argument("--quick", action="store_true", help="small run: n = 20000, 200 queries, λ1 line only")
     ap.add_argument("--dim", type=int, default=384)
-    ap.add_argument("--l1", type=float, default=0.1)
-    ap.add_argument("--l2", type=float, default=0.1)
-    ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--candidates", type=int, default=32, help="M of the screened solve (as nnn-fix)")
-    ap.add_argument("--variant-candidates", default="8,200",
-                    help="other M to time once each (n ≤ 200k unless --variants-large)")
-    ap.add_argument("--variants-large", action="store_true", help="also time the M variants above 200k")
-    ap.add_argument("--chunk", type=int, default=128, help="queries per chunk in the screened solve")
-    ap.add_argument("--T", type=int, default=50, help="iterations of the fixed-T full-corpus FISTA")
-    ap.add_argument("--full-queries", type=int, default=100,
-                    help="query subset timing full-corpus fixed-T FISTA, n ≤ 200k")
-    ap.add_argument("--full-queries-large", type=int, default=10, help="the same for n > 200k")
+    ap.add_argument("--l2", type=float, default=0.1, help="λ2 of the table points")
+    ap.add_argument("--l1-points", default="0.1,0.05,0.03,0.01", help="λ1 of the table points, n ≤ 200k")
+    ap.add_argument("--l1-points-large", default="0.1", help="λ1 of the table points above 200k")
+    ap.add_argument("--sweep", choices=("grid", "l1", "none"), default="l1",
+                    help="grid: all 49 (λ1, λ2) of the paper's grid; l1: the λ1 grid at λ2 = --l2")
+    ap.add_argument("--sweep-large", choices=("grid", "l1", "none"), default="l1", help="--sweep above 200k")
+    ap.add_argument("--sweep-queries", type=int, default=0, help="queries per sweep point (0: all)")
+    ap.add_argument("--sweep-repeat", type=int, default=1)
+    ap.add_argument("--chunk", type=int, default=128, help="queries per chunk of the KKT check")
+    ap.add_argument("--full-queries", type=int, default=100, help="query block of the full-corpus fixed-T timing")
+    ap.add_argument("--full-iters", type=int, default=0,
+                    help="iterations of the T timed (0: all T at n ≤ 200k, 10 above)")
     ap.add_argument("--exact-queries", type=int, default=20,
-                    help="query subset solved by full-corpus tol-mode FISTA (timing + exactness check), n ≤ 200k")
-    ap.add_argument("--exact-queries-large", type=int, default=0, help="the same for n > 200k (0: skip)")
+                    help="queries solved by full-corpus tol-mode FISTA (timing + exactness check), n ≤ 200k")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="paired runs of faiss and nnn-fix: best times and per-run ratios are printed")
+    ap.add_argument("--repeat", type=int, default=3, help="paired runs of faiss and nnn-fix per table point")
+    ap.add_argument("--repeat-large", type=int, default=1, help="--repeat above 200k")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    args.variant_candidates = [int(m) for m in str(args.variant_candidates).split(",") if m]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.quick:
         sizes, args.queries, args.full_queries, args.exact_queries = [20000], 200, 50, 20
@@ -223,10 +268,43 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"NNN decoding timing: device {device}, torch {torch.__version__} ({torch.get_num_threads()} threads),"
           f" faiss {faiss.__version__} ({faiss.omp_get_max_threads()} threads)")
-    print(f"λ1 = {args.l1}, λ2 = {args.l2}, tol = {args.tol:g} (KKT residual), candidates M = {args.candidates},"
-          f" query chunk {args.chunk}; {args.repeat} paired runs of faiss and nnn-fix")
+    p = NNNParams()
+    print(f"nnn-fix defaults: tol = {p.tol:g} (KKT residual), candidates M = {p.candidates}, query chunk"
+          f" {p.query_chunk}, fixed-T iters = {p.iters}; runner k = {DEFAULT_K}")
+    all_points: list[Point] = []
     for n in sizes:
-        run_size(n, args, device)
+        large = n > 200_000
+        a = argparse.Namespace(**vars(args))
+        if large:
+            a.queries = args.queries_large or args.queries
+            a.repeat = args.repeat_large
+            if a.queries != args.queries:
+                print(f"\n(above 200k documents: {a.queries} queries instead of {args.queries}, to bound time"
+                      " and memory)")
+        b = Bench(n, a, device)
+        l1s = [float(x) for x in (args.l1_points_large if large else args.l1_points).split(",") if x]
+        b.table_points(l1s, args.l2)
+        mode = "l1" if args.quick else (args.sweep_large if large else args.sweep)
+        if mode == "grid":
+            b.sweep(list(GRID), list(GRID))
+        elif mode == "l1":
+            b.sweep(list(GRID), [args.l2])
+        b.full_corpus()
+        all_points += b.points
+        del b
+
+    print("\n== the figures of this run (nnn-fix exact / faiss exact top-10; median of the paired ratios) ==")
+    print("| n | queries | λ1 | λ2 | support (mean) | passes | ratio | goal ≤ 3x | certified |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    seen = set()
+    for pt in all_points:
+        key = (pt.n, pt.l1, pt.l2)
+        if key in seen:
+            continue
+        seen.add(key)
+        print(f"| {pt.n:,} | {pt.queries} | {pt.l1} | {pt.l2} | {pt.support_mean:.1f} | {pt.passes:.2f} |"
+              f" {pt.median:.2f}x | {'holds' if pt.median <= GOAL else f'missed by {pt.median / GOAL:.2f}x'} |"
+              f" {'yes' if pt.kkt_max < pt.tol else 'NO'} (KKT {pt.kkt_max:.1e}) |")
 
 
 if __name__ == "__main__":
