@@ -185,6 +185,28 @@ def _load_config(path: Optional[Path]) -> dict[str, Any]:
     return {}
 
 
+# --ray: run the jobs on a Ray cluster (harness.distributed, imported only when it is given)
+RayOpt = Annotated[Optional[str], typer.Option(
+    "--ray", metavar="local|ADDRESS", help="Run every (retriever, benchmark, seed) job as a Ray task: 'local' starts a "
+    "cluster on this machine, ADDRESS (host:port, or auto) joins a running one. Results are stored here as they "
+    "arrive; --home and the data directory must be paths every node sees. Needs pip install 'beyondsim[ray]'.")]
+
+
+def _make_runner(settings: Settings, store: Store, progress: Any, log: Callable[[str], None],
+                 ray: Optional[str] = None) -> Runner:
+    """The local runner, or with ``ray`` one that sends the jobs to that Ray cluster."""
+    if ray is None:
+        return Runner(settings, store, progress, log=log)
+    from .distributed import RayRunner, RayUnavailable
+
+    try:
+        return RayRunner(settings, store, progress, log=log, address=ray)
+    except RayUnavailable as e:
+        store.close()
+        fail(str(e))
+        raise  # unreachable: fail exits
+
+
 @app.command()
 def run(
     retrievers: list[str] = typer.Argument(None, help="Retriever ids (bm25, dense, ...), config variants, or module:Class."),
@@ -209,6 +231,7 @@ def run(
     max_calls: MaxCallsOpt = None,
     llm_concurrency: LlmConcurrencyOpt = None,
     prices: PricesOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Run retrievers on benchmarks, score them and store the results. Exit code 3: stopped by the
     LLM budget (finished results are stored; LLM responses are cached, so a rerun resumes)."""
@@ -239,7 +262,7 @@ def run(
     settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
                         extra_measures=tuple(measure or ()), llm=llm_settings,
                         max_queries=max_queries)
-    outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list)
+    outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list, ray)
     with store:
         if leaderboard_dir is not None:
             _render(store, leaderboard_dir)
@@ -270,13 +293,15 @@ def _add_suite_benchmarks(suite: str, benches: list[str], data_dir: Optional[Pat
     return s
 
 
-def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: list[int]) -> tuple[list, Store, Optional[str]]:
+def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: list[int],
+                   ray: Optional[str] = None) -> tuple[list, Store, Optional[str]]:
     """Run every spec on every benchmark and seed into the results store (existing keys are
     skipped unless ``settings.force``), print a table per benchmark, and return the outcomes, the
     open store and why the LLM budget stopped the run (``None`` when it did not)."""
     store = Store(settings.home / "results.sqlite")
     with progress_for(console) as progress:
-        runner = Runner(settings, store, progress, log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
+        runner = _make_runner(settings, store, progress,
+                              lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True), ray)
         try:
             outcomes = runner.run(specs, benches, seeds)
         except (MissingDataError, RegistryError, TypeError, ValueError, RuntimeError) as e:
@@ -313,6 +338,7 @@ def submit(
     llm_base_url: LlmBaseUrlOpt = None,
     llm_model: LlmModelOpt = None,
     max_usd: MaxUsdOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Check a retriever against the protocol, run it on a suite with the standard seeds, store the
     results (existing ones are kept, so a rerun resumes) and regenerate the leaderboard site.
@@ -337,7 +363,7 @@ def submit(
     console.print(f"submitting {spec.display} ({origin(cls)}, spec {spec.hash}) on "
                   f"{len(benches)} benchmark(s) with seed(s) {', '.join(map(str, seed_list))}",
                   highlight=False, soft_wrap=True)
-    outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list)
+    outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list, ray)
     with store:
         index = _render(store, out_dir)
     done = sum(o.status == "done" for o in outcomes)
@@ -840,6 +866,7 @@ def tune(
     data_dir: DataDirOpt = None,
     device: DeviceOpt = None,
     home: HomeOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Grid-search retriever parameters on the validation split (never the test split) and write
     the best setting as TOML for `beyondsim run --config`. Grid points are not stored as results."""
@@ -857,7 +884,9 @@ def tune(
     for c in (*g, measure, "search s"):
         t.add_column(c, justify="right")
     with Store(settings.home / "results.sqlite") as store, progress_for(console) as progress:
-        runner = Runner(settings, store, progress, log=lambda m: None)
+        runner = _make_runner(settings, store, progress, lambda m: None, ray)
+        if ray is not None:
+            runner.prefetch_grid(retriever, bname, g, fixed, seed)  # every grid point at once
         try:
             result = grid_search(runner, retriever, bname, g, measure, fixed=fixed, seed=seed,
                                  on_point=lambda p: t.add_row(*[str(v) for v in p.params.values()],
@@ -895,6 +924,7 @@ def sweep(
     data_dir: DataDirOpt = None,
     device: DeviceOpt = None,
     home: HomeOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Score a grid of parameters (CoDeR's appendix F sensitivity heatmaps: alpha × tau, alpha ×
     percentile) and keep every point's measures in the results store's sweep table for the reports.
@@ -910,8 +940,10 @@ def sweep(
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, bootstrap=0, k=k)
     n_points = len(list(itertools.product(*g.values())))
     with Store(settings.home / "results.sqlite") as store, progress_for(console) as progress:
-        runner = Runner(settings, store, progress, log=lambda m: None)
+        runner = _make_runner(settings, store, progress, lambda m: None, ray)
         for bname in benchmark:
+            if ray is not None:
+                runner.prefetch_grid(retriever, bname, g, fixed, seed)  # every grid point at once
             t = Table(title=f"{retriever} on {bname}: {n_points} grid points", title_justify="left")
             for c in (*g, *shown, "search s"):
                 t.add_column(c, justify="right")

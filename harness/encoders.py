@@ -667,6 +667,12 @@ class EncoderPool:
         # the ledger of the result being computed (the runner sets it): loading a model's weights is
         # timed as its ``model`` phase, apart from the index or search phase that asked for it
         self.ledger: Any = None
+        # a cache miss of at least ``bulk_min_texts`` texts is offered to ``bulk_encode(name, texts,
+        # prefix=, normalize=, max_length=, pooling=, batch_size=)`` when it is set (on a Ray cluster:
+        # harness.distributed, a Ray Data actor pool), which returns the embeddings or None (encode
+        # here); they are cached here like any other, and counted in stats["bulk_encoded"]
+        self.bulk_encode: Callable[..., np.ndarray] | None = None
+        self.bulk_min_texts = 100_000
 
     def model(self, name: str, max_length: int | None = None, pooling: str | None = None) -> Any:
         key = (name, max_length, pooling)
@@ -707,6 +713,15 @@ class EncoderPool:
                 self.stats["cache_hits"] += 1
                 return cached
         self.stats["cache_misses"] += 1
+        bulk = (self.bulk_encode(name, texts, prefix=prefix, normalize=normalize, max_length=max_length, pooling=pooling,
+                                 batch_size=batch_size)
+                if self.bulk_encode is not None and len(texts) >= self.bulk_min_texts else None)
+        if bulk is not None:  # None: the bulk encoder declined (no free capacity); encode here
+            arr = np.asarray(bulk, dtype=np.float32)
+            self.stats["encoded"] += len(texts)
+            self.stats["bulk_encoded"] = self.stats.get("bulk_encoded", 0) + len(texts)
+            self._store(entry, arr)
+            return arr
         model = self.model(name, max_length, pooling)
         # Longest first across the whole list (not per chunk), so batches carry little padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
@@ -724,9 +739,12 @@ class EncoderPool:
         if parts:
             arr[order] = np.concatenate(parts)
         self.stats["encoded"] += len(texts)
+        self._store(entry, arr)
+        return arr
+
+    def _store(self, entry: tuple[str, str] | None, arr: np.ndarray) -> None:
         if self.cache is not None and entry is not None:
             try:
                 self.cache.put(*entry, arr)
             except OSError as e:  # the embeddings are computed: keep them, say the cache is not written
                 self.cache.warn(f"embedding cache not written under {self.cache.root / entry[0]}: {e}")
-        return arr

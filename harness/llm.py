@@ -352,14 +352,17 @@ class LLMClient:
 
     def __init__(self, settings: LLMSettings | None = None, cache_path: str | Path | None = None,
                  server_factory: Callable[[LLMSettings], "EmbeddedServer"] | None = None,
-                 sleep: Callable[[float], None] = time.sleep, journal: CallJournal | str | Path | None = None):
+                 sleep: Callable[[float], None] = time.sleep, journal: CallJournal | str | Path | None = None,
+                 budget: Budget | None = None):
         self.settings = settings or LLMSettings()
         self.prices = load_prices(self.settings.prices)
         self.cache = ResponseCache(cache_path) if (cache_path is not None and self.settings.cache) else None
         if journal is None and cache_path is not None:
             journal = cache_path
         self.journal = journal if isinstance(journal, CallJournal) or journal is None else CallJournal(journal)
-        self.budget = Budget(self.settings.max_usd, self.settings.max_calls)
+        # ``budget``: one shared between clients (a cluster's workers reserve from and settle to one
+        # keeper: harness.distributed); by default this client's own, from the settings' limits
+        self.budget = budget if budget is not None else Budget(self.settings.max_usd, self.settings.max_calls)
         self._api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or ""
         self._server_factory = server_factory or EmbeddedServer
         self._server: EmbeddedServer | None = None
