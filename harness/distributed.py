@@ -186,6 +186,7 @@ class _Worker:
     key: str = ""
     runner: Runner | None = None
     lines: list[str] = field(default_factory=list)
+    recent: list[str] = field(default_factory=list)  # the benchmarks of its last jobs, oldest first
 
 
 _WORKER = _Worker()
@@ -285,6 +286,17 @@ def _one_encoder_per_entry(pool: EncoderPool) -> None:
     pool.encode = encode  # type: ignore[method-assign]
 
 
+WORKER_BENCHMARKS = 4  # benchmarks (with their splits) a worker keeps loaded between jobs
+
+
+def _keep_recent_benchmarks(runner: Runner, base: str) -> None:
+    """Forget all but the :data:`WORKER_BENCHMARKS` most recently used benchmarks (``base`` is used now)."""
+    recent = [b for b in _WORKER.recent if b != base] + [base]
+    _WORKER.recent = recent[-WORKER_BENCHMARKS:]
+    for name in [n for n in runner._benchmarks if n.split(":", 1)[0] not in _WORKER.recent]:
+        del runner._benchmarks[name]
+
+
 def run_job(settings: Settings, spec: RetrieverSpec, benchmark: str, seed: int, keeper: Any = None,
             analyse: bool = True) -> dict[str, Any]:
     """One (spec, benchmark, seed) in a Ray worker: ``{"record": the ResultRecord as a dict, "lines":
@@ -292,9 +304,7 @@ def run_job(settings: Settings, spec: RetrieverSpec, benchmark: str, seed: int, 
     t0 = time.perf_counter()
     runner = _worker_runner(settings, keeper)
     _WORKER.lines.clear()
-    base = benchmark.split(":", 1)[0]
-    for name in [n for n in runner._benchmarks if n.split(":", 1)[0] != base]:  # keep one benchmark's splits
-        del runner._benchmarks[name]
+    _keep_recent_benchmarks(runner, benchmark.split(":", 1)[0])
     try:
         bench, load_s = runner.load_benchmark(benchmark)
         rec = runner.run_one(spec, bench, seed, load_s, analyse=analyse)
@@ -357,7 +367,7 @@ class RayRunner(Runner):
         self._prefetched: dict[tuple[str, str, int, bool], Any] = {}
         self._keeper: Any = None
         self.nodes: collections.Counter[str] = collections.Counter()  # host names of the finished jobs
-        self.job_wall_s: list[float] = []  # seconds each finished job took in its worker
+        self.job_seconds: dict[str, float] = {}  # result key -> seconds its job took in its worker
 
     # -- options --
 
@@ -404,7 +414,7 @@ class RayRunner(Runner):
                                f"expects {key}: its benchmark or retriever differs from the driver's (is the same "
                                "data and the same beyondsim on every node?)")
         self.nodes[str(out["node"]["hostname"])] += 1
-        self.job_wall_s.append(float(out["wall_s"]))
+        self.job_seconds[rec.key] = float(out["wall_s"])
         return rec
 
     # -- the matrix --
