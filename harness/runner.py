@@ -103,6 +103,17 @@ def benchmark_info(bench: Benchmark) -> BenchmarkInfo:
                          bench.description, bench.source, bench.license)
 
 
+def check_protocols(specs: Sequence[RetrieverSpec]) -> None:
+    """Every spec's class implements the retriever protocol (checked before any work); else a
+    TypeError naming the class and what it lacks."""
+    for spec in specs:
+        cls = get_retriever_class(spec.name)
+        missing = missing_protocol_members(cls)
+        if missing:
+            raise TypeError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
+                            f"implement the Retriever protocol; missing: {', '.join(missing)}")
+
+
 class Runner:
     def __init__(self, settings: Settings, store: Store, progress: Progress | None = None,
                  log: Callable[[str], None] = print):
@@ -191,12 +202,7 @@ class Runner:
         return result_key(spec_part, bench.version, seed, self.s.k, HARNESS_VERSION)
 
     def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
-        for spec in specs:  # validate every class before any work
-            cls = get_retriever_class(spec.name)
-            missing = missing_protocol_members(cls)
-            if missing:
-                raise TypeError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
-                                f"implement the Retriever protocol; missing: {', '.join(missing)}")
+        check_protocols(specs)
         outcomes: list[Outcome] = []
         for bname in benchmarks:
             bench, load_s = self.load_benchmark(bname)
