@@ -50,10 +50,10 @@ import numpy as np
 
 from .encoders import EmbeddingCache, EncoderPool, load_encoder
 from .llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
-from .protocols import Progress, missing_protocol_members
+from .protocols import Progress
 from .registry import (RetrieverSpec, get_retriever_class, looks_like_path, make_spec, retriever_info,
                        stored_benchmark_name)
-from .runner import Outcome, Runner, Settings, measures_for
+from .runner import Outcome, Runner, Settings, check_protocols, measures_for
 from .store import MeasureValue, ResultRecord, Store
 
 INSTALL_HINT = "pip install 'beyondsim[ray]'"
@@ -421,12 +421,7 @@ class RayRunner(Runner):
 
     def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
         ray = import_ray()
-        for spec in specs:  # validate every class before any work
-            cls = get_retriever_class(spec.name)
-            missing = missing_protocol_members(cls)
-            if missing:
-                raise TypeError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
-                                f"implement the Retriever protocol; missing: {', '.join(missing)}")
+        check_protocols(specs)
         outcomes: dict[int, Outcome] = {}
         pending: collections.deque[_Job] = collections.deque()
         index = itertools.count()

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from harness.store import CONTENT_DEPTH, ResultRecord, Store
 
 from ..compare import BenchmarkComparison, PerQuery
-from ..text import DASH, finite, fmt_num, measure_decimals, measure_per_query, slugify
+from ..text import finite, fmt_num, measure_decimals, measure_per_query, slugify
 from .common import TEMPLATES, Site, write
 
 DRILLDOWN_QUERIES = 200
