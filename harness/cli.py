@@ -1363,6 +1363,7 @@ def reproduce(
     data_dir: DataDirOpt = None,
     device: DeviceOpt = None,
     home: HomeOpt = None,
+    ray: RayOpt = None,
 ) -> None:
     """Recompute the reproduction matrix and compare each figure with its expected value: OK (equal
     within 1e-4, or within the row's tolerance when that is smaller), OKish (within the tolerance),
@@ -1391,7 +1392,8 @@ def reproduce(
     started = time.monotonic()
     with open_store(home) as store, progress_for(console) as progress:
         outcomes = reproduce(rows, settings, store=store, progress=progress,
-                             log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True))
+                             log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True),
+                             make_runner=lambda st, sc, pr, lg: _make_runner(st, sc, pr, lg, ray))
         store_path = store.path
     style = {OK: "green", OKISH: "yellow", FAIL: "bold red", SKIP: "dim"}
 

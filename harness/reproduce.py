@@ -291,16 +291,19 @@ def _groups(rows: Sequence[Row]) -> dict[tuple[str, str, int], list[Row]]:
 
 
 def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = None,
-              progress: Progress | None = None, log: Callable[[str], None] = print) -> list[Outcome]:
+              progress: Progress | None = None, log: Callable[[str], None] = print,
+              make_runner: Callable[..., Runner] | None = None) -> list[Outcome]:
     """Recompute every (spec, benchmark, seed) of ``rows`` once and compare each row (see the module
     docstring); outcomes in the order of ``rows``. When ``store`` is given, the compared rows are
-    saved to it as one reproduction run."""
+    saved to it as one reproduction run. ``make_runner(settings, store, progress, log)`` builds the
+    runner (default: a local :class:`Runner`; ``--ray`` gives one that sends each job to a cluster)."""
     data_dir = default_data_dir(settings.data_dir)
     scratch = Store(settings.home / SCRATCH)
     base = dataclasses.replace(settings, force=True, bootstrap=0)  # the means are compared, not their CIs
     done: dict[int, Outcome] = {}
     try:
-        with Runner(base, scratch, progress, log=log) as runner:
+        runner_of = make_runner or (lambda st, sc, pr, lg: Runner(st, sc, pr, log=lg))
+        with runner_of(base, scratch, progress, log) as runner:
             for (_, bname, seed), group in _groups(rows).items():
                 spec = group[0].spec
                 if not settings.online and absent_on_disk(bname, data_dir):

@@ -349,3 +349,25 @@ def test_reproduce_quick_on_the_real_data(tmp_path: Path) -> None:
     assert len(rows) == len(select(read_matrix(reference_files()["expected"]), quick=True))
     assert {r[7] for r in rows} <= {OK, OKISH}, res.output
     print(f"reproduce --quick: {len(rows)} rows in {time.monotonic() - started:.0f} s")
+
+
+def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measured, tmp_path: Path, home: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`reproduce --ray ADDRESS` hands every job to the runner `run --ray` uses (tests/test_ray.py runs
+    that one on a real cluster); here the factory is watched and builds a local runner."""
+    import harness.cli as cli
+    from harness.runner import Runner
+
+    seen: list[object] = []
+
+    def factory(settings, store, progress, log, ray=None):  # type: ignore[no-untyped-def]
+        seen.append(ray)
+        return Runner(settings, store, progress, log=log)
+
+    monkeypatch.setattr(cli, "_make_runner", factory)
+    m = write_matrix(tmp_path / "expected.toml", base_rows(bench, measured))
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu", "--ray", "10.0.0.1:6379")
+    assert res.exit_code == 0, res.output
+    assert seen == ["10.0.0.1:6379"] and {r[7] for r in table_rows(res.output)} == {OK}
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 0 and seen == ["10.0.0.1:6379", None]
