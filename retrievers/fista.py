@@ -709,9 +709,8 @@ class _Corpus:
         """For residuals R (b × d) and working sets W (b × w; every listed document is excluded):
         the largest ``D_j·r`` outside W per row, and for the rows where it exceeds ``thr`` the
         band: the top values and documents outside W, value descending (padded with −inf, 0),
-        and the band's last value, which bounds every document outside W and the band. The band
-        holds K documents, or twice the largest number of violators in the chunk plus K (at most
-        ``K_max``), so that it can hold every violator and a margin below them."""
+        and the band's last value, which bounds every document outside W and the band. A row's
+        band holds its v violators and K more documents below them (at most ``K_max``)."""
         b, dev = R.shape[0], R.device
         n = self.D.shape[0]
         mx = torch.empty(b, device=dev)
@@ -725,15 +724,17 @@ class _Corpus:
             bad = (m > thr).nonzero()[:, 0]
             if bad.numel():
                 Vb = V[bad]
-                nv = int((Vb > thr).sum(1).max())
-                v, i = _topk_rows(Vb, min(n, max(K, min(K_max, 2 * nv + K))))
+                width = ((Vb > thr).sum(1) + K).clamp(max=min(K_max, n))
+                v, i = _topk_rows(Vb, int(width.max()))
+                pos = torch.arange(v.shape[1], device=dev)[None, :]
+                last[s + bad] = v.gather(1, (width - 1).clamp(max=v.shape[1] - 1)[:, None])[:, 0]
+                v = torch.where(pos < width[:, None], v, -math.inf)
                 parts.append((s, bad, v, i))
         Kw = max([p[2].shape[1] for p in parts], default=1)
         vals = torch.full((b, Kw), -math.inf, device=dev)
         idx = torch.zeros(b, Kw, dtype=torch.long, device=dev)
         for s, bad, v, i in parts:
             vals[s + bad, :v.shape[1]], idx[s + bad, :i.shape[1]] = v, i
-            last[s + bad] = v[:, -1]
         return mx, vals, idx, last
 
 
@@ -832,19 +833,21 @@ def _exchange(F: torch.Tensor, infeas: torch.Tensor, nV: torch.Tensor, ninf: tor
     return F ^ torch.where(full[:, None], infeas, col[None, :] == last[:, None]), ninf, p
 
 
-def _gram_d(A: torch.Tensor, sel: torch.Tensor, sign: torch.Tensor | None = None) -> torch.Tensor:
-    """Σ_{j∈sel} ±a_j a_jᵀ (d × d per row) for the rows a_j of A (b × w × d) selected by ``sel``
-    (b × w), gathering only the selected rows."""
+def _gather_rows(A: torch.Tensor, sel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The rows of A (b × w × d) selected by ``sel`` (b × w), members first: (rows b × K × d,
+    their positions b × K, valid b × K)."""
     k = sel.sum(1)
-    K = int(k.max()) if sel.shape[0] else 0
-    d = A.shape[2]
-    if K == 0:
-        return torch.zeros(A.shape[0], d, d, dtype=A.dtype, device=A.device)
+    K = max(int(k.max()) if sel.shape[0] else 0, 1)
     order = torch.sort((~sel).to(torch.int8), dim=1, stable=True).indices[:, :K]
     on = torch.arange(K, device=A.device)[None, :] < k[:, None]
-    S = A.gather(1, order[:, :, None].expand(-1, K, d))
-    wgt = on.to(A.dtype) if sign is None else torch.where(on, sign.gather(1, order), 0).to(A.dtype)
-    return torch.bmm(S.transpose(1, 2) * wgt[:, None, :], S)
+    return A.gather(1, order[:, :, None].expand(-1, K, A.shape[2])), order, on
+
+
+def _gram_d(A: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+    """Σ_{j∈sel} a_j a_jᵀ (d × d per row) for the rows a_j of A (b × w × d) selected by ``sel``."""
+    S, _, on = _gather_rows(A, sel)
+    S = S * on[:, :, None].to(S.dtype)
+    return torch.bmm(S.transpose(1, 2), S)
 
 
 def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *, valid: torch.Tensor,
@@ -852,9 +855,11 @@ def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *
                        backup: int = 3) -> tuple[_QPResult, torch.Tensor]:
     """The block principal pivoting of :func:`active_set_qp` for G = A Aᵀ (A: b × w × d, the
     working set's embeddings) and λ2 > 0, with every F-block solve done in d dimensions
-    (Woodbury): ``x_F = (c_F − A_F z)/λ2`` with ``(λ2 I + A_Fᵀ A_F) z = A_Fᵀ c_F``. The d × d
-    matrix is updated by the exchanged rows only, and ``y = A(Aᵀx) + λ2 x − c`` costs w·d, so an
-    iteration costs one d × d Cholesky however large the working set and support are.
+    (Woodbury): ``z = (λ2 I + A_Fᵀ A_F)⁻¹ A_Fᵀ c_F``, ``x_F = (c_F − A_F z)/λ2``; then
+    ``A_Fᵀ x_F = z``, so ``y = Hx − c = A z + λ2 x − c`` and one product with A per iteration
+    gives both x and y. The d × d matrix and ``A_Fᵀ c_F`` are updated from the exchanged rows
+    only, so an iteration costs one d × d Cholesky and one pass over A however large the
+    working set and the support are. Computed in float64 (A is converted unless it already is).
 
     ``M`` is ``λ2 I + A_Fᵀ A_F`` for the starting free set (computed when None). Returns the
     result and the matrix for the free set it reached."""
@@ -866,6 +871,7 @@ def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *
     if M is None:
         M = _gram_d(A, F)
         M.diagonal(dim1=1, dim2=2).add_(l2)
+    t = torch.bmm(A.transpose(1, 2), torch.where(F, c, 0.0)[:, :, None])  # A_Fᵀ c_F, b × d × 1
     ytol = 0.25 * tol
     res = _QPResult(torch.zeros(Bn, w, dtype=torch.float64, device=dev), torch.zeros(Bn, dtype=torch.bool, device=dev),
                     torch.zeros(Bn, dtype=torch.bool, device=dev),
@@ -876,17 +882,21 @@ def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *
     p = torch.full((Bn,), backup, dtype=torch.long, device=dev)
     for it in range(1, max_iter + 1):
         Lc, info = torch.linalg.cholesky_ex(M)
-        t = torch.bmm(A.transpose(1, 2), torch.where(F, c, 0.0)[:, :, None])
         z = torch.cholesky_solve(t, Lc)
-        x = torch.where(F, (c - torch.bmm(A, z)[:, :, 0]) / l2, 0.0)
+        Az = torch.bmm(A, z)[:, :, 0]
+        x = torch.where(F, (c - Az) / l2, 0.0)
         ok = (info == 0) & torch.isfinite(x).all(1)
-        y = torch.bmm(A, torch.bmm(A.transpose(1, 2), x[:, :, None]))[:, :, 0] + l2 * x - c
+        y = torch.where(F, 0.0, Az - c)  # on F, y = Az + λ2 x − c = 0 by construction
         infeas = valid & torch.where(F, x < 0, y < -ytol)
         nV = infeas.sum(1)
         Fn, ninf, p = _exchange(F, infeas, nV, ninf, p, backup)
         ch = Fn ^ F
-        if bool(ch.any()):
-            M = M + _gram_d(A, ch, torch.where(Fn, 1, -1))
+        if bool(ch.any()):  # rank updates by the exchanged rows: +a aᵀ joining F, −a aᵀ leaving
+            S, pos, on = _gather_rows(A, ch)
+            sgn = torch.where(on, torch.where(Fn.gather(1, pos), 1.0, -1.0), 0.0).double()
+            Ss = S * sgn[:, :, None]
+            M = M + torch.bmm(Ss.transpose(1, 2), S)
+            t = t + torch.bmm(Ss.transpose(1, 2), c.gather(1, pos)[:, :, None])
         F = Fn
         fin = (nV == 0) | ~ok | (it == max_iter)
         if bool(fin.any()):
@@ -900,8 +910,8 @@ def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *
             keep = ~fin
             if not bool(keep.any()):
                 break
-            act, F, A, c, valid, ninf, p, M = (act[keep], F[keep], A[keep], c[keep], valid[keep], ninf[keep],
-                                               p[keep], M[keep])
+            act, F, A, c, valid, ninf, p, M, t = (act[keep], F[keep], A[keep], c[keep], valid[keep], ninf[keep],
+                                                  p[keep], M[keep], t[keep])
     return res, M_out
 
 
@@ -937,10 +947,15 @@ class _Stage:
         W = torch.where(Wv, W, W[:, :1])
         DW = D[W]
         bW = torch.bmm(DW, q[:, :, None])[:, :, 0]
+        # the check set with its members first, as wide as the widest row's
+        k = max(int(Cv.sum(1).max()) if C.shape[1] else 0, 1)
         if C.shape[1] == 0:
             C = W[:, :1]
             Cv = torch.zeros_like(C, dtype=torch.bool)
             gC = torch.full(C.shape, -math.inf, device=q.device)
+        elif k < C.shape[1] or not bool(Cv.all()):
+            order = torch.sort((~Cv).to(torch.int8), dim=1, stable=True).indices[:, :k]
+            C, Cv, gC = C.gather(1, order), Cv.gather(1, order), gC.gather(1, order)
         F = torch.where((X > 0).any(1, keepdim=True), X > 0, bW > l1) & Wv  # warm start, else c = b − λ1 > 0
         empty = torch.zeros(W.shape[0], 0, 0, device=q.device)
         st = _Stage(rows, q, W, Wv, X, DW, empty, empty.double(), bW, C, Cv, gC, Rc, thr, Ro, F)
@@ -955,7 +970,10 @@ class _Stage:
         return self.Mf.shape[1] > 0
 
     def to_dual(self, l2: float) -> None:
-        self.Mf = _gram_d(self.DW.double(), self.F & self.Wv)
+        """Switch to the d-space form: the embeddings in float64, the d × d matrix of the free
+        set instead of the Gram block."""
+        self.DW = self.DW.double()
+        self.Mf = _gram_d(self.DW, self.F & self.Wv)
         self.Mf.diagonal(dim1=1, dim2=2).add_(l2)
         self.G = torch.zeros(self.W.shape[0], 0, 0, device=self.q.device)
 
@@ -967,12 +985,12 @@ class _Stage:
         blocks by their cross products only (they join outside the free set, so the d-space
         matrix does not change)."""
         N = torch.where(Nv, N, self.W[:, :1])
-        DN = D[N]
+        DN = D[N].to(self.DW.dtype)
         if not self.dual:
             cross = torch.bmm(self.DW, DN.transpose(1, 2))  # b × w × a
             GN = torch.bmm(DN, DN.transpose(1, 2))
             self.G = torch.cat([torch.cat([self.G, cross], 2), torch.cat([cross.transpose(1, 2), GN], 2)], 1)
-        self.bW = torch.cat([self.bW, torch.bmm(DN, self.q[:, :, None])[:, :, 0]], 1)
+        self.bW = torch.cat([self.bW, torch.bmm(DN, self.q.to(DN.dtype)[:, :, None])[:, :, 0].to(self.bW.dtype)], 1)
         self.DW = torch.cat([self.DW, DN], 1)
         self.W = torch.cat([self.W, N], 1)
         self.Wv = torch.cat([self.Wv, Nv], 1)
@@ -984,7 +1002,7 @@ class _Stage:
     def nbytes_per_row(self, extra: int = 0) -> int:
         w, d, c = self.W.shape[1] + extra, self.q.shape[1], self.C.shape[1]
         if self.dual:
-            return 32 * d * d + 16 * w * d + 4 * c * d
+            return 32 * d * d + 24 * w * d + 4 * c * d
         return 28 * w * w + 4 * w * d + 4 * c * d
 
 
@@ -1068,24 +1086,21 @@ class _Exact:
                 if st.rows.numel() == 0:
                     return
             # the residual (of the clamped iterate where the solve has not converged yet)
-            R = st.q - torch.bmm(st.X.clamp_min(0.0)[:, None, :], st.DW)[:, 0, :]
-            # exact values on the check set where the bound from its reference does not suffice
+            R = st.q - torch.bmm(st.X.clamp_min(0.0).to(st.DW.dtype)[:, None, :], st.DW)[:, 0, :].float()
+            # exact values on the check set where the bound from its reference does not suffice;
+            # a row where that is at least half its members re-evaluates them all (new reference)
             moved = nrm * torch.linalg.vector_norm(R - st.Rc, dim=1)
             need = st.Cv & (st.gC + moved[:, None] > thr_ok)
-            m = int(need.sum(1).max())
-            viol = torch.zeros_like(st.Cv)
+            renew = 2 * need.sum(1) >= st.Cv.sum(1)
+            sel = torch.where(renew[:, None], st.Cv, need)
             gv = torch.full(st.gC.shape, -math.inf, device=R.device)
-            if m > 0:
-                if 2 * m >= st.C.shape[1]:  # re-evaluate the whole check set: new reference
-                    g = torch.bmm(D[st.C], R[:, :, None])[:, :, 0]
-                    st.gC, st.Rc = g, R
-                    viol = st.Cv & (g > thr_ok)
-                    gv = g
-                else:
-                    sel = torch.topk(torch.where(need, st.gC, -math.inf), m, dim=1).indices
-                    g = torch.bmm(D[st.C.gather(1, sel)], R[:, :, None])[:, :, 0]
-                    viol.scatter_(1, sel, need.gather(1, sel) & (g > thr_ok))
-                    gv.scatter_(1, sel, g)
+            ri, ci = sel.nonzero(as_tuple=True)
+            if ri.numel():  # only the selected (row, member) pairs: no padding is gathered
+                gv[ri, ci] = (D[st.C[ri, ci]] * R[ri]).sum(1)
+            if bool(renew.any()):
+                st.gC = torch.where(renew[:, None], gv, st.gC)
+                st.Rc = torch.where(renew[:, None], R, st.Rc)
+            viol = sel & (gv > thr_ok)
             hv = viol.any(1)
             far = st.thr + nrm * torch.linalg.vector_norm(R - st.Ro, dim=1)
             cert = conv & ~hv & (far <= thr_ok)
@@ -1166,7 +1181,7 @@ class _Exact:
         Wv2 = torch.cat([Wv, Nv], 1)
         X2 = torch.cat([X, torch.zeros(N.shape, device=dev)], 1)
         w2, d = W2.shape[1] + self.grow_min, self.D.shape[1]
-        per = (32 * d * d + 16 * w2 * d if self.l2 > 0 and w2 > self.dual_above else 28 * w2 * w2 + 4 * w2 * d)
+        per = (32 * d * d + 24 * w2 * d if self.l2 > 0 and w2 > self.dual_above else 28 * w2 * w2 + 4 * w2 * d)
         per += 4 * bi.shape[1] * d
         cs = max(1, min(rows.numel(), self.budget // per))
         for s in range(0, rows.numel(), cs):
@@ -1181,7 +1196,7 @@ def _default_pool(n: int, M: int) -> int:
 
 
 def _default_band(n: int) -> int:
-    return min(n, max(32, min(512, n // 400)))
+    return min(n, max(32, min(4096, n // 200)))
 
 
 def screened_solve(D: Any, Q: Any, l1: float, l2: float, *, candidates: int = 32, pool: int | None = None,
@@ -1254,11 +1269,12 @@ Gram-form FISTA instead), dspace_solves (query solves done in d dimensions).
         bound_all = None if cand_bound is None else as_tensor(cand_bound, dev).reshape(B)
     dense: list[tuple[torch.Tensor, torch.Tensor]] = []
     with _small_ops(dev):
-        # the first pass, chunk by chunk: dense top-P (or the given candidates), then the
-        # working-set solves on it; what the bound cannot certify waits for a guard pass
+        # the first pass, chunk by chunk: dense top-P (or the given candidates); then the
+        # working-set solves on them, all queries together (split by memory); what the bound
+        # cannot certify waits for a guard pass
+        firsts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         for s in range(0, B, chunk_size):
             q = Q[s:s + chunk_size]
-            rows = torch.arange(s, s + q.shape[0], device=dev)
             if cand_idx is None:
                 sv, si = corpus.top(q, max(P, dense_k))
                 if dense_k:
@@ -1270,10 +1286,16 @@ Gram-form FISTA instead), dspace_solves (query solves done in d dimensions).
                 sv = torch.bmm(D[si], q[:, :, None])[:, :, 0]
                 thr = (bound_all[s:s + chunk_size].clone() if bound_all is not None
                        else torch.full((q.shape[0],), math.inf, device=dev))
+            firsts.append((si, sv, thr))
+        if B:
+            si = torch.cat([f[0] for f in firsts])
+            sv = torch.cat([f[1] for f in firsts])
+            thr = torch.cat([f[2] for f in firsts])
             W = si[:, :M]
-            st = _Stage.build(D, rows, q, W, torch.ones_like(W, dtype=torch.bool), torch.zeros(W.shape, device=dev),
-                              si[:, M:], torch.ones(si[:, M:].shape, dtype=torch.bool, device=dev), sv[:, M:],
-                              q, thr, q, l1, l2, ex.dual_above)
+            st = _Stage.build(D, torch.arange(B, device=dev), Q, W, torch.ones_like(W, dtype=torch.bool),
+                              torch.zeros(W.shape, device=dev), si[:, M:],
+                              torch.ones(si[:, M:].shape, dtype=torch.bool, device=dev), sv[:, M:], Q, thr, Q,
+                              l1, l2, ex.dual_above)
             ex.run(st)
         for rnd in range(max_rounds + 1):
             if not ex.parked:
