@@ -360,9 +360,9 @@ class COLT(DenseRetriever):
         t_emb = encode(texts, p.doc_prefix)
         val = ValSet(encode([q.text for q in val_q], p.query_prefix), [np.asarray(r) for r in val_r])
         graph = build_graph([q.id for q in train_q], train_r, tool_ids)
-        ctx.log(f"colt: collaborative learning on {bench.name}: {graph.sizes['queries']:,} queries, "
-                f"{graph.sizes['scenes']:,} scenes, {graph.sizes['tools']:,} tools; grid {p.grid()}; "
-                f"validation: {source} ({len(val_q):,} queries)")
+        ctx.log(f"colt: collaborative learning on {bench.name} ({graph.sizes['queries']:,} queries, "
+                f"{graph.sizes['scenes']:,} scenes, {graph.sizes['tools']:,} tools), grid {p.grid()}, "
+                f"validation on {source} ({len(val_q):,} queries)")
         sweep, runs = [], []
         for layers, lam in p.grid():
             res = train_collaborative(graph, q0, t_emb, val, p.collab(layers, lam), seed=ctx.seed, device=ctx.device,
