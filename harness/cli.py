@@ -50,8 +50,8 @@ app.add_typer(reference_app, name="reference")
 
 # Every string printed goes out as plain text: labels, queries, file names and errors may hold
 # square brackets, which must never be read as console markup. Styles come from Text objects.
-console = Console(stderr=True, markup=False, highlight=False)
-out = Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False)
+console = Console(stderr=True, markup=False, highlight=False, emoji=False)
+out = Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False, emoji=False)
 
 
 def home_dir(home: Optional[Path] = None) -> Path:
