@@ -18,8 +18,9 @@ Timed, in one process on the same data:
   alternate (``--repeat`` pairs) and both the best-of times and the per-pair ratios are printed,
   since other load on the machine only ever adds time and drifts between runs;
 * the λ sweep: every (λ1, λ2) of the paper's grid {0.01, 0.03, 0.06, 0.1, 0.3, 0.6, 1.0}
-  (``--sweep grid``; ``--sweep l1``: the λ1 grid at λ2 = 0.1), one pair per point, on the first
-  ``--sweep-queries`` queries (both runs of a pair on the same queries);
+  (``--sweep grid``; ``--sweep l1``: the λ1 grid at λ2 = 0.1; ``--sweep cross``: that and the λ2
+  grid at λ1 = 0.03), one pair per point, on the first ``--sweep-queries`` queries (both runs of
+  a pair on the same queries);
 * full-corpus FISTA in the paper's fixed-T protocol (T = the retriever's default ``iters``) on a
   block of ``--full-queries`` queries (the same block at every n), ``--full-iters`` of the T
   iterations timed (each iteration costs the same) and scaled to T and to all queries — printed
@@ -244,9 +245,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--l2", type=float, default=0.1, help="λ2 of the table points")
     ap.add_argument("--l1-points", default="0.1,0.05,0.03,0.01", help="λ1 of the table points, n ≤ 200k")
     ap.add_argument("--l1-points-large", default="0.1", help="λ1 of the table points above 200k")
-    ap.add_argument("--sweep", choices=("grid", "l1", "none"), default="l1",
-                    help="grid: all 49 (λ1, λ2) of the paper's grid; l1: the λ1 grid at λ2 = --l2")
-    ap.add_argument("--sweep-large", choices=("grid", "l1", "none"), default="l1", help="--sweep above 200k")
+    ap.add_argument("--sweep", choices=("grid", "cross", "l1", "none"), default="l1",
+                    help="grid: all 49 (λ1, λ2) of the paper's grid; l1: the λ1 grid at λ2 = --l2;"
+                         " cross: that and the λ2 grid at λ1 = 0.03")
+    ap.add_argument("--sweep-large", choices=("grid", "cross", "l1", "none"), default="l1",
+                    help="--sweep above 200k")
     ap.add_argument("--sweep-queries", type=int, default=0, help="queries per sweep point (0: all)")
     ap.add_argument("--sweep-repeat", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=128, help="queries per chunk of the KKT check")
@@ -287,8 +290,10 @@ def main(argv: list[str] | None = None) -> None:
         mode = "l1" if args.quick else (args.sweep_large if large else args.sweep)
         if mode == "grid":
             b.sweep(list(GRID), list(GRID))
-        elif mode == "l1":
+        elif mode in ("l1", "cross"):
             b.sweep(list(GRID), [args.l2])
+            if mode == "cross":
+                b.sweep([0.03], [l2 for l2 in GRID if l2 != args.l2])
         b.full_corpus()
         all_points += b.points
         del b
