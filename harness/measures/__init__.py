@@ -83,7 +83,7 @@ def evaluate(run: Run, judgments: Judgments, measures: Sequence[str | Measure], 
     qids = list(query_ids) if query_ids is not None else list(judgments.relevance)
     depth = max((m.k or 0 for m in ms if m.uses_rank_matrix), default=0)
     inp = EvalInput(run, judgments, qids, relevance_threshold, pairs, pair_scores, depth)
-    ev = Evaluation(n_queries=len(qids), n_missing=sum(1 for q in qids if not run.get(q)))
+    ev = Evaluation(n_queries=len(qids), n_missing=len(qids) - sum(map(bool, map(run.get, qids))))
     groups: dict[type, list[Measure]] = {}
     for m in dict.fromkeys(ms):
         groups.setdefault(_batch_owner(m), []).append(m)
@@ -92,7 +92,8 @@ def evaluate(run: Run, judgments: Judgments, measures: Sequence[str | Measure], 
     for m in ms:
         col = ev.per_query.get(m.name, {})
         ev.counts[m.name] = len(col)
-        ev.means[m.name] = mean(col.values())
+        # (the same pairwise sum as np.mean of a list, without the list)
+        ev.means[m.name] = float(np.fromiter(col.values(), float, len(col)).mean()) if col else float("nan")
     return ev
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
-from itertools import compress, count
-from operator import itemgetter
+from functools import cached_property, partial
+from itertools import compress, count, repeat
+from operator import itemgetter, le
 from typing import Any, ClassVar, Container, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -23,6 +23,7 @@ import numpy as np
 from ..types import Judgments, Pair, Run
 
 _doc_of = itemgetter(0)
+_NONE: dict[str, int] = {}
 
 # What a measure can need from a benchmark, and how a benchmark without it is described.
 NEEDS = {
@@ -56,10 +57,17 @@ class EvalInput:
     depth: int = 0  # the deepest cutoff among the measures that read ranks (0: the whole ranking)
     _sets: dict[str, Any] = field(default_factory=dict, repr=False)
     _pair_ranks: dict[str, tuple[frozenset[str], dict[str, int]]] = field(default_factory=dict, repr=False)
+    _judged_hits: dict[str, list[tuple[int, str]]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def relevant(self) -> dict[str, set[str]]:
         return {q: self.judgments.relevant(q, self.threshold) for q in self.qids}
+
+    @cached_property
+    def n_relevant(self) -> dict[str, int]:
+        """How many relevant documents each query has (grade ≥ the threshold)."""
+        rel, at_least = self.judgments.relevance, partial(le, self.threshold)
+        return {q: sum(map(at_least, (rel.get(q) or _NONE).values())) for q in self.qids}
 
     @cached_property
     def with_violating(self) -> list[str]:
@@ -67,7 +75,7 @@ class EvalInput:
 
     @cached_property
     def with_relevant(self) -> list[str]:
-        return [q for q in self.qids if self.relevant[q]]
+        return [q for q, n in self.n_relevant.items() if n]
 
     @cached_property
     def found(self) -> dict[str, dict[str, int]]:
@@ -79,27 +87,34 @@ class EvalInput:
         paired = self._pair_documents
         vrow = {q: i for i, q in enumerate(self.with_violating)}
         rrow = {q: i for i, q in enumerate(self.with_relevant)}
-        cells: dict[str, tuple[list[int], list[int]]] = {"violating": ([], []), "relevant": ([], [])}
-        vr, vc = cells["violating"]
-        rr, rc = cells["relevant"]
+        vr: list[int] = []
+        vc: list[int] = []
+        rr: list[int] = []
+        rc: list[int] = []
+        hits = self._judged_hits
         longest = 0
         for q in self.qids:
             ranking = run.get(q)
             if not ranking:
                 continue
-            judged = rel.get(q) or {}
+            judged = rel.get(q) or _NONE
             v, pd = viol.get(q), paired.get(q)
             wanted: Container[str] = judged
             if (v and not judged.keys() >= v) or (pd and not judged.keys() >= pd):
                 wanted = set(judged).union(v or (), pd or ())
             cut = ranking if not top or len(ranking) <= top else ranking[:top]
-            longest = max(longest, len(cut))
+            if len(cut) > longest:
+                longest = len(cut)
             ranks: dict[str, int] = {}
-            for p in compress(count(), map(wanted.__contains__, map(_doc_of, cut))):
+            for p in compress(count(), map(wanted.__contains__, map(_doc_of, cut))):  # (in C)
                 ranks.setdefault(cut[p][0], p)
             out[q] = ranks
-            if q in rrow:
-                i = rrow[q]
+            if not ranks:
+                continue
+            hits[q] = list(zip(ranks.values(), ranks)) if wanted is judged else [
+                (p, d) for d, p in ranks.items() if d in judged]
+            i = rrow.get(q)
+            if i is not None:
                 for d, p in ranks.items():
                     if judged.get(d, thr - 1) >= thr:
                         rr.append(i)
@@ -111,11 +126,18 @@ class EvalInput:
                         vr.append(i)
                         vc.append(p)
         width = top or longest  # the whole ranking when no depth
-        for which, (rows, cols) in cells.items():
-            mat = np.zeros((len(vrow if which == "violating" else rrow), width), dtype=bool)
+        for which, n, rows, cols in (("violating", len(vrow), vr, vc), ("relevant", len(rrow), rr, rc)):
+            mat = np.zeros((n, width), dtype=bool)
             mat[rows, cols] = True
             self._sets[which] = mat
         return out
+
+    @property
+    def judged_hits(self) -> dict[str, list[tuple[int, str]]]:
+        """For each query with a judged document in its top :attr:`depth`: (rank, document) of
+        each such document, in rank order (from the scan of :attr:`found`)."""
+        self.found  # noqa: B018 - fills them
+        return self._judged_hits
 
     def ranks(self, q: str, docs: Iterable[str]) -> list[int]:
         """The 0-based ranks (< :attr:`depth`) of those of ``docs`` — judged or violating documents

@@ -21,6 +21,7 @@ class Comp(Measure):
     uses_rank_matrix = True
 
     def compute(self, inp: EvalInput) -> dict[str, float]:
-        n_rel = np.array([len(inp.relevant[q]) for q in inp.with_relevant])
+        n_rel = np.fromiter(map(inp.n_relevant.__getitem__, inp.with_relevant), dtype=np.int64,
+                            count=len(inp.with_relevant))
         vals = completeness_at_k(inp.membership("relevant"), n_rel, self.k)  # type: ignore[arg-type]
         return dict(zip(inp.with_relevant, vals.tolist()))

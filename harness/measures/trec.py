@@ -3,7 +3,9 @@ pytrec_eval has no cutoff for) from the shared rank lookups."""
 
 from __future__ import annotations
 
-from itertools import chain
+from bisect import bisect_left
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import ClassVar, Sequence
 
 import numpy as np
@@ -41,9 +43,10 @@ class TrecMeasure(Measure):
             qrels = {q: {d: int(r) for d, r in rel[q].items()} for q in inp.qids}
             evaluator = pytrec_eval.RelevanceEvaluator(qrels, specs, relevance_level=int(inp.threshold))
         res = evaluator.evaluate(trec_input(inp, trec))
-        empty: dict[str, float] = {}
-        rows = [res.get(q, empty) for q in inp.qids]
-        return {m.name: dict(zip(inp.qids, [r.get(f"{m.trec_name}_{m.k}", 0.0) for r in rows])) for m in trec}
+        keys = {m.name: f"{m.trec_name}_{m.k}" for m in trec}
+        zero = dict.fromkeys(keys.values(), 0.0)  # a query left out of the input (see trec_input)
+        rows = list(map(res.get, inp.qids, repeat(zero)))
+        return {name: dict(zip(inp.qids, map(itemgetter(key), rows))) for name, key in keys.items()}
 
 
 def trec_input(inp: EvalInput, measures: Sequence[TrecMeasure]) -> dict[str, dict[str, float]]:
@@ -72,16 +75,15 @@ def trec_input(inp: EvalInput, measures: Sequence[TrecMeasure]) -> dict[str, dic
     names: list[str] = []
     filled: dict[int, dict[str, float]] = {}  # n → placeholders at ranks 0..n−1, scored n..1
     out: dict[str, dict[str, float]] = {}
-    for q, found in inp.found.items():
-        judged = rel.get(q)
-        if not judged:
-            continue
-        hits = [(p, d) for d, p in found.items() if d in judged]  # rank order: found lists them so
+    for q, hits in inp.judged_hits.items():
         if not hits or hits[0][0] >= deepest:
             continue
-        split = next((i for i, h in enumerate(hits) if h[0] >= head), len(hits))
-        top = hits[:split]
-        tail = [d for p, d in hits[split:] if p < deepest]
+        if hits[-1][0] < head:
+            top, tail = hits, []
+        else:
+            split = bisect_left(hits, (head,))
+            top = hits[:split]
+            tail = [d for p, d in hits[split:] if p < deepest]
         n = head if tail else top[-1][0] + 1
         base = filled.get(n)
         if base is None:
