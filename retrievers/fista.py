@@ -43,8 +43,10 @@ answer carries a certificate over the whole corpus:
 2. The problem restricted to W is solved exactly by block principal pivoting
    (:func:`active_set_qp`: one linear solve on the free set per iteration, warm-started from the
    previous free set): in Gram form while W is small, in d dimensions (Woodbury,
-   :func:`active_set_qp_dual`) once W is wider than d/2, so an iteration costs one d × d
-   Cholesky however many documents the support holds.
+   :func:`active_set_qp_dual`) once W is wider than d, so an iteration costs one d × d
+   Cholesky however many documents the support holds (below that width the F-block Cholesky of
+   the Gram form is the cheaper one: 8.9 against 12.6 CPU seconds for 100 queries at n = 10k,
+   λ1 = 0.01, support ≈ 210, where d/2 sent the wider working sets to d space).
 3. The check: for the residual r, every member of C whose value at its reference residual plus
    ``‖r − r_ref‖`` could exceed λ1 + ε is evaluated exactly; violators (``D_j·r > λ1 + ε``)
    join W, largest first, at most max(``grow``, support size) per round (Celer's doubling), and
@@ -1054,7 +1056,7 @@ class _Exact:
         self.corpus, self.nrm, self.band, self.grow_min = corpus, nrm, band, grow
         self.max_add, self.max_inner, self.budget, self.core_kw = max_add, max_inner, memory_budget, core_kw
         self.qp_iters, self.qp_budget = qp_iters, qp_budget
-        self.dual_above = dual_above if dual_above is not None else D.shape[1] // 2
+        self.dual_above = dual_above if dual_above is not None else D.shape[1]
         self.band_max = band_max
         self.group = group
         B = Q.shape[0]
@@ -1267,7 +1269,7 @@ docstring, "Exact solve").
   full-corpus FISTA (:func:`solve_full`, tol mode; ``L_full`` is its step constant, computed when
   None). ``max_inner``: working-set rounds between passes. ``qp_iters``: active-set iterations per
   round (a round's solve resumes from the free set it reached). ``dual_above``: working-set width
-  above which the solve works in d dimensions (default d/2; λ2 > 0 only). With λ2 = 0 a working
+  above which the solve works in d dimensions (default d; λ2 > 0 only). With λ2 = 0 a working
   set whose free block is singular is solved by Gram-form FISTA + polish instead
   (``max_iters``, ``check_every``, ``polish``).
 * ``guard_tol``: the tolerance of the off-working-set conditions (default ``tol``).
