@@ -74,3 +74,29 @@ def test_columns_follow_registration_order() -> None:
     names = ["PairAcc", "V@10", "V@2", "FVR@10", "Comp@5", "RR@10", "P@1", "R@100", "R@5", "MAP@10", "nDCG@10", "x"]
     assert sorted(names, key=sort_key) == ["nDCG@10", "MAP@10", "R@5", "R@100", "P@1", "RR@10", "Comp@5", "V@2",
                                            "V@10", "FVR@10", "PairAcc", "x"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_document_listed_twice_counts_at_its_first_rank(seed: int) -> None:
+    """A ranking that lists a document twice (``Run.validate`` refuses one; a measure never
+    crashes on it) is scored as if the later copy were an unjudged document: every family, the
+    pytrec_eval ones included, at both depths the scan can take."""
+    import random
+
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(40)]
+    rel, viol, dup, clean = {}, {}, Run(), Run()
+    for q in (f"q{i}" for i in range(12)):
+        ranked = rng.sample(docs, 15)
+        rel[q] = {d: rng.choice((0, 1, 2)) for d in rng.sample(ranked[:8], 3) + rng.sample(docs, 2)}
+        viol[q] = frozenset(rng.sample(ranked[:6], 1))
+        a, b = sorted(rng.sample(range(1, 15), 2))
+        copy = ranked[:b] + [ranked[a - 1]] + ranked[b:]  # an earlier document again at rank b + 1
+        dup[q] = [(d, float(20 - r)) for r, d in enumerate(copy)]
+        clean[q] = [(d if r != b else f"unjudged{q}", float(20 - r)) for r, d in enumerate(copy)]
+    pairs = [Pair("q0", next(iter(rel["q0"])), "q1", next(iter(rel["q1"])), "p0")]
+    judged = Judgments(rel, viol)
+    for names in (["nDCG@10", "MAP@10", "R@5", "R@10", "P@1", "RR@10", "Comp@5", "V@3", "FVR@10", "PairAcc"],
+                  ["nDCG@5", "R@16", "V@16", "PairAcc"]):
+        got, want = evaluate(dup, judged, names, pairs=pairs), evaluate(clean, judged, names, pairs=pairs)
+        assert got.per_query == want.per_query and got.means == want.means
