@@ -42,11 +42,12 @@ answer carries a certificate over the whole corpus:
    the rest of the pool, and every other document has ``D_j·q ≤ thr``, the P-th score.
 2. The problem restricted to W is solved exactly by block principal pivoting
    (:func:`active_set_qp`: one linear solve on the free set per iteration, warm-started from the
-   previous free set): in Gram form while W is small, in d dimensions (Woodbury,
-   :func:`active_set_qp_dual`) once W is wider than d, so an iteration costs one d × d
-   Cholesky however many documents the support holds (below that width the F-block Cholesky of
-   the Gram form is the cheaper one: 8.9 against 12.6 CPU seconds for 100 queries at n = 10k,
-   λ1 = 0.01, support ≈ 210, where d/2 sent the wider working sets to d space).
+   previous free set): in Gram form while the free set is at most d documents, in d dimensions
+   (Woodbury, :func:`active_set_qp_dual`) once it is larger (or W is wider than 4d), so an
+   iteration costs at most one d × d Cholesky however many documents the support holds. Below
+   that the F-block Cholesky of the Gram form is the cheaper one: 100 queries at n = 10k,
+   λ1 = 0.01 (support ≈ 210, working sets up to ~500), one thread: 7.8 CPU s against 10.6 when
+   the switch followed W's width (> d) and 12.6 when it was W > d/2.
 3. The check: for the residual r, every member of C whose value at its reference residual plus
    ``‖r − r_ref‖`` could exceed λ1 + ε is evaluated exactly; violators (``D_j·r > λ1 + ε``)
    join W, largest first, at most max(``grow``, support size) per round (Celer's doubling), and
@@ -941,7 +942,7 @@ def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *
 @dataclass
 class _Stage:
     """Queries solved in lock-step on their working sets (see :func:`screened_solve`): per row
-    the working set W with its Gram block (or, for working sets wider than ``dual_above``, the
+    the working set W with its Gram block (or, once :meth:`wants_dual`, the
     d × d matrix ``λ2 I + D_Fᵀ D_F`` of the free set instead), the check set C with the values
     ``D_j·r`` at a reference residual ``Rc``, and the bound ``thr`` on ``D_j·Ro`` for every other
     document."""
@@ -982,11 +983,21 @@ class _Stage:
         F = torch.where((X > 0).any(1, keepdim=True), X > 0, bW > l1) & Wv  # warm start, else c = b − λ1 > 0
         empty = torch.zeros(W.shape[0], 0, 0, device=q.device)
         st = _Stage(rows, q, W, Wv, X, DW, empty, empty.double(), bW, C, Cv, gC, Rc, thr, Ro, F)
-        if l2 > 0 and W.shape[1] > dual_above:
+        if st.wants_dual(l2, dual_above):
             st.to_dual(l2)
         else:
             st.G = torch.bmm(DW, DW.transpose(1, 2))
         return st
+
+    def wants_dual(self, l2: float, dual_above: int) -> bool:
+        """Whether the d-space form is the cheaper one (λ2 > 0 only): once a free set is larger
+        than ``dual_above`` (d by default: its Gram-form Cholesky would be larger than the d × d
+        one), or a working set is more than 4 × ``dual_above`` wide (its Gram block then costs more
+        memory and products than the d × d matrix)."""
+        if l2 <= 0 or self.dual:
+            return False
+        free = (self.F & self.Wv).sum(1)
+        return self.W.shape[1] > 4 * dual_above or (free.numel() > 0 and int(free.max()) > dual_above)
 
     @property
     def dual(self) -> bool:
@@ -1034,7 +1045,7 @@ class _Stage:
         self.Wv = torch.cat([self.Wv, Nv], 1)
         self.X = torch.cat([self.X, torch.zeros(N.shape, device=self.X.device)], 1)
         self.F = torch.cat([self.F, torch.zeros_like(Nv)], 1)
-        if not self.dual and l2 > 0 and self.W.shape[1] > dual_above:
+        if self.wants_dual(l2, dual_above):
             self.to_dual(l2)
 
     def nbytes_per_row(self, extra: int = 0) -> int:
@@ -1122,6 +1133,8 @@ class _Exact:
                 return
             if it:
                 st.compact()
+                if st.wants_dual(self.l2, self.dual_above):  # a free set grew past d
+                    st.to_dual(self.l2)
             conv, failed = self.solve(st)
             if bool(failed.any()):
                 self.failed.append(st.rows[failed])
@@ -1224,7 +1237,7 @@ class _Exact:
         Wv2 = torch.cat([Wv, Nv], 1)
         X2 = torch.cat([X, torch.zeros(N.shape, device=dev)], 1)
         w2, d = W2.shape[1] + self.grow_min, self.D.shape[1]
-        per = (32 * d * d + 24 * w2 * d if self.l2 > 0 and w2 > self.dual_above else 28 * w2 * w2 + 4 * w2 * d)
+        per = (32 * d * d + 24 * w2 * d if self.l2 > 0 and w2 > 4 * self.dual_above else 28 * w2 * w2 + 4 * w2 * d)
         per += 4 * bi.shape[1] * d
         cs = max(1, min(rows.numel(), self.budget // per))
         for s in range(0, rows.numel(), cs):
@@ -1268,8 +1281,9 @@ docstring, "Exact solve").
   size) (and at most ``max_add``). ``max_rounds``: guard passes before a query falls back to
   full-corpus FISTA (:func:`solve_full`, tol mode; ``L_full`` is its step constant, computed when
   None). ``max_inner``: working-set rounds between passes. ``qp_iters``: active-set iterations per
-  round (a round's solve resumes from the free set it reached). ``dual_above``: working-set width
-  above which the solve works in d dimensions (default d; λ2 > 0 only). With λ2 = 0 a working
+  round (a round's solve resumes from the free set it reached). ``dual_above``: free-set size
+  above which the solve works in d dimensions (default d; also once a working set is wider than
+  4 × ``dual_above``; λ2 > 0 only). With λ2 = 0 a working
   set whose free block is singular is solved by Gram-form FISTA + polish instead
   (``max_iters``, ``check_every``, ``polish``).
 * ``guard_tol``: the tolerance of the off-working-set conditions (default ``tol``).
