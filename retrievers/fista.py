@@ -1152,7 +1152,7 @@ class _Exact:
             gv = torch.full(st.gC.shape, -math.inf, device=R.device)
             ri, ci = sel.nonzero(as_tuple=True)
             if ri.numel():  # only the selected (row, member) pairs: no padding is gathered
-                gv[ri, ci] = (D[st.C[ri, ci]] * R[ri]).sum(1)
+                gv[ri, ci] = _pair_dots(D, st.C[ri, ci], R, ri)
             if bool(renew.any()):
                 st.gC = torch.where(renew[:, None], gv, st.gC)
                 st.Rc = torch.where(renew[:, None], R, st.Rc)
@@ -1245,6 +1245,22 @@ class _Exact:
             st = _Stage.build(self.D, rows[sl], self.Q[rows[sl]], W2[sl], Wv2[sl], X2[sl], bi[sl], Cv[sl],
                               bv[sl], R[sl], thr[sl], R[sl], self.l1, self.l2, self.dual_above)
             self.run(st)
+
+
+def _pair_dots(D: torch.Tensor, docs: torch.Tensor, R: torch.Tensor, rows: torch.Tensor,
+               block: int = 1 << 16) -> torch.Tensor:
+    """``D[docs[i]] · R[rows[i]]`` for every i (``rows`` non-decreasing, as ``nonzero`` lists
+    them): each row's documents as one matrix-vector product, so neither the gathered rows of R
+    nor their elementwise products are written out; blocks of at most ``block`` pairs."""
+    out = torch.empty(docs.shape[0], dtype=R.dtype, device=R.device)
+    counts = torch.bincount(rows, minlength=R.shape[0]).tolist()
+    start = 0
+    for r, c in enumerate(counts):
+        for s in range(start, start + c, block):
+            e = min(s + block, start + c)
+            torch.mv(D[docs[s:e]].to(R.dtype), R[r], out=out[s:e])
+        start += c
+    return out
 
 
 def _default_pool(n: int, M: int) -> int:
