@@ -143,7 +143,7 @@ def bundle(
     plan = load_plan(files["plan"])
     with Store(path) as store:
         try:
-            n = write_bundle(store, target, depth=plan.depth)
+            n = write_bundle(store, target, depth=plan.depth, plan=plan)
         except ExchangeError as e:
             fail(str(e))
     console.print(f"wrote {n} result(s) to {target} ({target.stat().st_size / 1e6:.1f} MB)", soft_wrap=True)

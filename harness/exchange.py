@@ -573,19 +573,23 @@ def _json_line(d: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 
 def export_jsonl(store: Store, out: TextIO, *, benchmark: str | None = None, retriever: str | None = None,
-                 depth: int | None = None) -> int:
+                 depth: int | None = None, annotate: Callable[[ResultRecord], None] | None = None) -> int:
     """Write the stored results as JSON lines: one result line per result (per-query measures and
     rankings included) and, before the first result of each benchmark version, one benchmark
     content line when this store keeps drill-down content for it. Every line is checked against
     the import schema before anything reaches ``out``; a line an import would refuse refuses the
     whole export (:class:`ExchangeError`, every problem listed). ``depth`` cuts every ranking to
-    its top ``depth`` documents (the per-query measures stay those of the full ranking). Returns
-    the number of results."""
+    its top ``depth`` documents (the per-query measures stay those of the full ranking);
+    ``annotate`` may add to each record (its ``extra``) before it is written. Returns the number of
+    results."""
     bench = {(b.name, b.version): b for b in store.benchmarks()}
     records = store.results(benchmark=benchmark, retriever=retriever, full=True)
     if depth is not None:
         for rec in records:
             rec.rankings = {q: r[:depth] for q, r in rec.rankings.items()}
+    if annotate is not None:
+        for rec in records:
+            annotate(rec)
     top: dict[tuple[str, str], set[str]] = {}
     for rec in records:
         ids = top.setdefault((rec.benchmark, rec.benchmark_version), set())

@@ -130,18 +130,30 @@ def bundle_id(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH) -> int:
+NOTE_KEY = "reference"  # extra["reference"] = {"configuration": label, "note": why} of a bundled result
+
+
+def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: Plan | None = None) -> int:
     """Export ``store`` to ``path`` as gzip-compressed JSON lines, rankings cut to ``depth``
     (written to a temporary file and renamed, so a reader never sees half a bundle). The gzip
-    header carries no time stamp, so the same results give the same bytes."""
+    header carries no time stamp, so the same results give the same bytes. With ``plan``, each
+    result of a configuration with a note carries it (``extra["reference"]``), so the pages say
+    why a row is a slice or differs from the paper."""
     from .exchange import export_jsonl
+
+    notes = {c.display: c.note for c in plan.config if c.note} if plan is not None else {}
+
+    def annotate(rec: ResultRecord) -> None:
+        note = notes.get(rec.label)
+        if note:
+            rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": note}}
 
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz, \
                 io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as text:
-            n = export_jsonl(store, text, depth=depth)
+            n = export_jsonl(store, text, depth=depth, annotate=annotate)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -233,6 +233,15 @@ class ConfigGroup:
         return ", ".join(sorted(short_model(m) for m in models if m))
 
     @property
+    def note(self) -> str:
+        """Why the configuration's results are what they are (a slice, a cap, a setting that differs
+        from the paper), as the reference plan says it (``extra["reference"]["note"]`` of a
+        bundled result); empty for any other result."""
+        notes = [str(r.extra["reference"]["note"]) for r in self.records
+                 if isinstance(r.extra.get("reference"), Mapping) and r.extra["reference"].get("note")]
+        return " ".join(dict.fromkeys(notes))
+
+    @property
     def seeds(self) -> list[int]:
         return [r.seed for r in self.records]
 
@@ -567,6 +576,7 @@ class SuiteRow:
     trust: str = REPRODUCED  # the weakest trust level of its results on the table's benchmarks
     encoder: str = ""
     llm: str = ""
+    note: str = ""  # the reference plan's note on the configuration (ConfigGroup.note)
 
     @property
     def complete(self) -> bool:
@@ -708,7 +718,8 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
                          for s in secs}
         any_group = next(iter(per_bench.values()))
         rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing, weakest(per_bench),
-                             any_group.encoder, any_group.llm))
+                             any_group.encoder, any_group.llm,
+                             " ".join(dict.fromkeys(g.note for g in per_bench.values() if g.note))))
 
     def rank(r: SuiteRow) -> tuple[Any, ...]:
         if not r.ranked:

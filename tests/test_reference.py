@@ -82,8 +82,11 @@ def test_build_bundle_import_and_show(reference: dict[str, Path], tmp_path: Path
     assert is_reference(recs["bm25 (k1=0.5)"].extra) and trust_of(recs["bm25 (k1=0.5)"].extra) == "verified"
     root = parse((site / "index.html").read_text(encoding="utf-8"))
     _, rows = table_rows(root.by_id("overview-other"))
-    trust = {r[0].text().strip(): r[3].text().strip() for r in rows}
+    trust = {r[0].find("a").text().strip(): r[3].text().strip() for r in rows}
     assert trust == {"bm25": "reproduced", "bm25 (k1=0.5)": "verified"}
+    # the configuration's note from the plan is marked beside its row
+    assert [r[0].find("sup", "note-mark").attrs.get("title") for r in rows if "note" in r[0].text()] == \
+        ["a second configuration"]
 
     # a second leaderboard imports nothing; --no-reference leaves the reference rows out of the pages
     res = invoke("leaderboard", "--out", str(site))
@@ -135,3 +138,60 @@ def test_the_shipped_plan_names_registered_retrievers_only() -> None:
     assert plan.config and {c.retriever for c in plan.config} <= names
     for c in plan.config:
         registry.make_spec(c.retriever, c.params, label=c.label)
+
+
+def test_the_plans_notes_travel_with_the_bundle_and_are_shown_as_text(tmp_path: Path, monkeypatch) -> None:
+    """A configuration's note (why it is a slice or a capped run) is written into each of its
+    bundled results and shown beside its rows, as text; a page whose rows are all documented
+    slices says so instead of calling them a smoke run."""
+    data = make_beir(tmp_path / "tiny-med")
+    files = {"plan": tmp_path / "ref" / "plan.toml", "bundle": tmp_path / "ref" / "bundle.jsonl.gz",
+             "expected": tmp_path / "ref" / "expected.toml"}
+    files["plan"].parent.mkdir()
+    capped = 'capped for a CPU: <b>3 epochs</b> & "2,048" queries'
+    files["plan"].write_text(f'''
+depth = 2
+[[config]]
+retriever = "bm25"
+benchmarks = [{json.dumps(str(data))}]
+
+[[config]]
+retriever = "bm25"
+label = "bm25 (k1=0.5)"
+params = {{ k1 = 0.5 }}
+benchmarks = [{json.dumps(str(data))}]
+note = {json.dumps(capped)}
+
+[[config]]
+retriever = "bm25"
+label = "bm25 (slice)"
+params = {{ k1 = 0.9 }}
+benchmarks = [{json.dumps(str(data))}]
+max_queries = 2
+note = "the first 2 queries only"
+''', encoding="utf-8")
+    monkeypatch.setattr(registry, "reference_files", lambda: dict(files))
+    build = tmp_path / "builder"
+    assert invoke("reference", "build", "--home", str(build)).exit_code == 0
+    res = invoke("reference", "bundle", "--home", str(build))
+    assert res.exit_code == 0 and "wrote 3 result(s)" in res.output, res.output
+    with gzip.open(files["bundle"], "rt", encoding="utf-8") as f:
+        notes = {d["label"]: (d["extra"].get("reference") or {}).get("note") for d in map(json.loads, f)
+                 if d.get("kind") is None}
+    assert notes == {"bm25": None, "bm25 (k1=0.5)": capped, "bm25 (slice)": "the first 2 queries only"}
+
+    monkeypatch.setenv("BEYONDSIM_HOME", str(tmp_path / "user"))
+    site = tmp_path / "site"
+    res = invoke("leaderboard", "--out", str(site))
+    assert res.exit_code == 0, res.output
+    html = (site / "index.html").read_text(encoding="utf-8")
+    assert "<b>3 epochs</b>" not in html  # a note is text, never markup
+    root = parse(html)
+    _, rows = table_rows(root.by_id("overview-other"))
+    marks = {r[0].find("a").text().strip(): r[0] for r in rows}
+    assert "note" not in marks["bm25"].text() and marks["bm25 (k1=0.5)"].find("sup", "note-mark").attrs["title"] == capped
+    assert capped in html.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("&#34;", '"')
+    slice_pages = [p for p in (site / "bench").glob("*.html") if "first 2 queries" in p.read_text(encoding="utf-8")]
+    assert slice_pages, sorted(p.name for p in (site / "bench").glob("*.html"))
+    text = slice_pages[0].read_text(encoding="utf-8")
+    assert "A documented slice" in text and "A smoke run" not in text and "the first 2 queries only" in text

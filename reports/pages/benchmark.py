@@ -128,6 +128,7 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "retriever": g.retriever,
             "encoder": g.encoder,
             "llm": g.llm,
+            "note": g.note,
             "trust": g.trust,
             "baseline": b.is_baseline(g),
             "spec_hash": g.spec_hash,
@@ -145,7 +146,10 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "missing": f"({g.n_missing:,} missing)" if g.n_missing > 0 else "",
         })
     rows.sort(key=lambda r: r["trust"] == REPORTED)  # reported figures never above checked ones
+    notes = {r["label"]: r["note"] for r in rows if r["note"]}
     return {"headers": headers, "rows": rows, "legend": legend(measures),
+            "notes": [{"label": k, "note": v} for k, v in notes.items()],
+            "all_noted": bool(rows) and len(notes) == len(rows),
             "trusts": sorted({r["trust"] for r in rows}, key=LEVELS.index),
             "marked": sorted({mk["kind"] for r in rows for c in r["cells"] for mk in c["marks"]}),
             "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"])}
@@ -313,7 +317,7 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
             "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
             "stats": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
-                                   "trusts": []}, "refs": [], "breakdowns": [], "survival": [],
+                                   "trusts": [], "notes": [], "all_noted": False}, "refs": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
 
 

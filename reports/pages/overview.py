@@ -43,7 +43,7 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
                        for s in suite.benchmarks]
         have = n_core - len(row.missing)
         return {"label": row.label, "slug": site.retriever_slugs[row.label], "coverage": row.coverage,
-                "encoder": row.encoder, "llm": row.llm, "trust": row.trust,
+                "encoder": row.encoder, "llm": row.llm, "trust": row.trust, "note": row.note,
                 "core_coverage": f"{have}/{n_core}", "cells": cells, "bench_cells": bench_cells,
                 "missing": [names[b] for b in row.missing]}
 
