@@ -106,8 +106,9 @@ class EvalInput:
             if len(cut) > longest:
                 longest = len(cut)
             ranks: dict[str, int] = {}
-            for p in compress(count(), map(wanted.__contains__, map(_doc_of, cut))):  # (in C)
-                ranks.setdefault(cut[p][0], p)
+            ids = next(zip(*cut))  # the document ids, one tuple built in C (faster than an itemgetter map)
+            for p in compress(count(), map(wanted.__contains__, ids)):  # (in C)
+                ranks.setdefault(ids[p], p)
             out[q] = ranks
             if not ranks:
                 continue
