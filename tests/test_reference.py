@@ -19,28 +19,35 @@ from tests.test_cli import invoke, make_beir
 from tests.test_site import table_rows
 
 
-@pytest.fixture
-def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    """A plan of bm25 (two configurations) on a tiny BEIR folder, installed as the reference files."""
+def install_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, note: str = "a second configuration",
+                 more: str = "") -> dict[str, Path]:
+    """A plan of bm25 (two configurations, the second with ``note``, then ``more``, TOML in which
+    ``{bench}`` is the folder) on a tiny BEIR folder, installed as the reference files."""
     data = make_beir(tmp_path / "tiny-med")
     files = {"plan": tmp_path / "ref" / "plan.toml", "bundle": tmp_path / "ref" / "bundle.jsonl.gz",
              "expected": tmp_path / "ref" / "expected.toml"}
     files["plan"].parent.mkdir()
+    bench = json.dumps(str(data))
     files["plan"].write_text(f'''
 depth = 2
 [[config]]
 retriever = "bm25"
-benchmarks = [{json.dumps(str(data))}]
+benchmarks = [{bench}]
 
 [[config]]
 retriever = "bm25"
 label = "bm25 (k1=0.5)"
 params = {{ k1 = 0.5 }}
-benchmarks = [{json.dumps(str(data))}]
-note = "a second configuration"
-''', encoding="utf-8")
+benchmarks = [{bench}]
+note = {json.dumps(note)}
+''' + more.replace("{bench}", bench), encoding="utf-8")
     monkeypatch.setattr(registry, "reference_files", lambda: dict(files))
     return {**files, "data": data}
+
+
+@pytest.fixture
+def reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    return install_plan(tmp_path, monkeypatch)
 
 
 def build_bundle(reference: dict[str, Path], home: Path) -> None:
@@ -144,33 +151,16 @@ def test_the_plans_notes_travel_with_the_bundle_and_are_shown_as_text(tmp_path: 
     """A configuration's note (why it is a slice or a capped run) is written into each of its
     bundled results and shown beside its rows, as text; a page whose rows are all documented
     slices says so instead of calling them a smoke run."""
-    data = make_beir(tmp_path / "tiny-med")
-    files = {"plan": tmp_path / "ref" / "plan.toml", "bundle": tmp_path / "ref" / "bundle.jsonl.gz",
-             "expected": tmp_path / "ref" / "expected.toml"}
-    files["plan"].parent.mkdir()
     capped = 'capped for a CPU: <b>3 epochs</b> & "2,048" queries'
-    files["plan"].write_text(f'''
-depth = 2
-[[config]]
-retriever = "bm25"
-benchmarks = [{json.dumps(str(data))}]
-
-[[config]]
-retriever = "bm25"
-label = "bm25 (k1=0.5)"
-params = {{ k1 = 0.5 }}
-benchmarks = [{json.dumps(str(data))}]
-note = {json.dumps(capped)}
-
+    files = install_plan(tmp_path, monkeypatch, note=capped, more='''
 [[config]]
 retriever = "bm25"
 label = "bm25 (slice)"
-params = {{ k1 = 0.9 }}
-benchmarks = [{json.dumps(str(data))}]
+params = { k1 = 0.9 }
+benchmarks = [{bench}]
 max_queries = 2
 note = "the first 2 queries only"
-''', encoding="utf-8")
-    monkeypatch.setattr(registry, "reference_files", lambda: dict(files))
+''')
     build = tmp_path / "builder"
     assert invoke("reference", "build", "--home", str(build)).exit_code == 0
     res = invoke("reference", "bundle", "--home", str(build))
