@@ -60,10 +60,6 @@ class EvalInput:
     _judged_hits: dict[str, list[tuple[int, str]]] = field(default_factory=dict, repr=False)
 
     @cached_property
-    def relevant(self) -> dict[str, set[str]]:
-        return {q: self.judgments.relevant(q, self.threshold) for q in self.qids}
-
-    @cached_property
     def n_relevant(self) -> dict[str, int]:
         """How many relevant documents each query has (grade ≥ the threshold)."""
         rel, at_least = self.judgments.relevance, partial(le, self.threshold)

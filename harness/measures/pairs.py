@@ -37,17 +37,15 @@ def pair_accuracy(run: Run, pairs: Sequence[Pair],
 
     ranked = ranked_score or from_run
 
-    def score(q: str, d: str) -> float:
-        if scores is not None and q in scores:
-            return scores[q].get(d, -math.inf)
+    def either(q: str, d: str) -> float:
+        if q in scores:  # type: ignore[operator]
+            return scores[q].get(d, -math.inf)  # type: ignore[index]
         return ranked(q, d)
 
-    out: dict[str, float] = {}
-    for n, p in enumerate(pairs):
-        a = score(p.q1, p.d1) > score(p.q1, p.d2)
-        b = score(p.q2, p.d2) > score(p.q2, p.d1)
-        out[p.id or str(n)] = 1.0 if (a and b) else 0.0
-    return out
+    score = ranked if scores is None else either  # (no wrapper call per score without direct scores)
+    return {p.id or str(n): 1.0 if (score(p.q1, p.d1) > score(p.q1, p.d2)
+                                    and score(p.q2, p.d2) > score(p.q2, p.d1)) else 0.0
+            for n, p in enumerate(pairs)}
 
 
 @register
@@ -62,9 +60,4 @@ class PairAcc(Measure):
     def compute(self, inp: EvalInput) -> dict[str, float]:
         if not inp.pairs:
             raise ValueError("PairAcc needs the benchmark's pairs; this benchmark has none")
-        if inp.pair_scores is None:  # the same comparisons as pair_accuracy, with fewer calls
-            score = inp.raw_score
-            return {p.id or str(n): 1.0 if (score(p.q1, p.d1) > score(p.q1, p.d2)
-                                            and score(p.q2, p.d2) > score(p.q2, p.d1)) else 0.0
-                    for n, p in enumerate(inp.pairs)}
         return pair_accuracy(inp.run, inp.pairs, inp.pair_scores, ranked_score=inp.raw_score)
