@@ -14,6 +14,15 @@ from typing import Any
 
 import pytest
 
+# Under pytest-xdist (`make test` runs a worker per core) each worker gets its share of the cores
+# for the OpenMP/BLAS pools of torch, numpy and faiss: pools sized for the whole machine in every
+# worker oversubscribe it, and their spinning threads then slow every worker down. Set before any
+# of those libraries is imported; a value already in the environment wins.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, _share)
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -67,6 +76,22 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "home"
     monkeypatch.setenv("BEYONDSIM_HOME", str(h))
     return h
+
+
+@pytest.fixture(scope="session")
+def shared_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One embedding cache for the slow tests' homes (:func:`share_embeddings`): they encode the
+    same corpora with MiniLM (SciFact, NegConstraint), which takes minutes each on a CPU. The
+    cache is keyed by model and texts and written atomically, so sharing it changes no result."""
+    return tmp_path_factory.mktemp("embeddings")
+
+
+def share_embeddings(home: Path, shared: Path) -> Path:
+    """Point ``home``'s embedding cache at ``shared`` (the models and everything else stay the
+    home's own); returns ``home``."""
+    (home / "cache").mkdir(parents=True, exist_ok=True)
+    (home / "cache" / "embeddings").symlink_to(shared, target_is_directory=True)
+    return home
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +238,19 @@ _SCREENSHOTS = pytest.StashKey[list]()
 def screenshot_log(request: pytest.FixtureRequest) -> list[Path]:
     """Append the path of every screenshot a test writes; the run's summary lists them."""
     return request.config.stash.setdefault(_SCREENSHOTS, [])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under pytest-xdist a worker hands its list to the controller, which prints the summary."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["screenshots"] = [str(p) for p in session.config.stash.get(_SCREENSHOTS, [])]
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller, when a worker ends
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    shots = getattr(node, "workeroutput", {}).get("screenshots", [])
+    node.config.stash.setdefault(_SCREENSHOTS, []).extend(map(Path, shots))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
