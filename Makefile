@@ -43,12 +43,12 @@ install-llm: $(BIN)/python
 demo: install
 	$(BIN)/beyondsim run --suite demo --leaderboard leaderboard
 
-## Install the test dependencies and run the default test suite: a pytest-xdist worker per core
+## Install the test dependencies and run the default test suite: a pytest-xdist worker per CPU
 ## (at most 4), each test module on one worker so that its module-scoped fixtures (a trained
 ## encoder, a Ray cluster) are built once; tests/conftest.py gives each worker its share of the
 ## cores' thread pools. On 2 cores: 10.1 min in one process, 7.9 min with two workers.
 test: install-test
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadscope
+	$(BIN)/python -m pytest -q -n logical --maxprocesses 4 --dist loadscope
 
 ## Slow / model-heavy tests (CI runs them too); pytest's exit 5 (nothing selected) is not a failure.
 test-slow: install-test
