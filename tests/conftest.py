@@ -8,13 +8,13 @@ import io
 import os
 import socket
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# Under pytest-xdist (`make test` runs a worker per core) each worker gets its share of the cores
+# Under pytest-xdist (`make test` runs a worker per CPU) each worker gets its share of the cores
 # for the OpenMP/BLAS pools of torch, numpy and faiss: pools sized for the whole machine in every
 # worker oversubscribe it, and their spinning threads then slow every worker down. Set before any
 # of those libraries is imported; a value already in the environment wins.
@@ -79,19 +79,19 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One embedding cache for the slow tests' homes (:func:`share_embeddings`): they encode the
-    same corpora with MiniLM (SciFact, NegConstraint), which takes minutes each on a CPU. The
+def share_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    """``share_embeddings(home)`` points ``home``'s embedding cache at one cache for the whole
+    session (the models and everything else stay the home's own) and returns ``home``. The slow
+    tests encode the same corpora with MiniLM (SciFact, NegConstraint), minutes each on a CPU; the
     cache is keyed by model and texts and written atomically, so sharing it changes no result."""
-    return tmp_path_factory.mktemp("embeddings")
+    shared = tmp_path_factory.mktemp("embeddings")
 
+    def share(home: Path) -> Path:
+        (home / "cache").mkdir(parents=True, exist_ok=True)
+        (home / "cache" / "embeddings").symlink_to(shared, target_is_directory=True)
+        return home
 
-def share_embeddings(home: Path, shared: Path) -> Path:
-    """Point ``home``'s embedding cache at ``shared`` (the models and everything else stay the
-    home's own); returns ``home``."""
-    (home / "cache").mkdir(parents=True, exist_ok=True)
-    (home / "cache" / "embeddings").symlink_to(shared, target_is_directory=True)
-    return home
+    return share
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from harness.registry import load_benchmark, make_spec
 from harness.runner import Runner, Settings
 from harness.store import Store
 
-from conftest import SHARED_DATA, share_embeddings
+from conftest import SHARED_DATA
 
 SCIFACT = SHARED_DATA / "beir" / "scifact"
 pytestmark = pytest.mark.skipif(not (SCIFACT / "qrels" / "train.tsv").is_file(),
@@ -146,9 +146,10 @@ def test_tau_quantile_never_reads_a_split_that_shares_the_queries(scifact_slice:
 
 
 @pytest.mark.slow
-def test_coder_on_scifact_stays_near_dense(tmp_path: Path, shared_embeddings: Path) -> None:
+def test_coder_on_scifact_stays_near_dense(tmp_path: Path, share_embeddings) -> None:
     """Full BEIR SciFact with the trained compatibility encoder (trained here: minutes on a CPU)."""
-    recs = _run(share_embeddings(tmp_path / "home", shared_embeddings), [make_spec("coder-seq"), make_spec("coder-union"), make_spec("dense")], "beir/scifact")
+    recs = _run(share_embeddings(tmp_path / "home"),
+                [make_spec("coder-seq"), make_spec("coder-union"), make_spec("dense")], "beir/scifact")
     ndcg = {name: r.measures["nDCG@10"].mean for name, r in recs.items()}
     assert ndcg["dense"] == pytest.approx(0.648, abs=0.005), ndcg  # MiniLM on the SciFact files here: 0.6484
     assert ndcg["coder-seq"] >= ndcg["dense"] - 0.05, ndcg

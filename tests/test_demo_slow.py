@@ -11,14 +11,13 @@ from harness.cli import app
 from harness.registry import reference_files
 from harness.store import Store
 from harness.trust import is_reference, trust_of
-from conftest import share_embeddings
 
 pytestmark = pytest.mark.slow
 
 
 def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp_path: Path, no_network,
-                                              shared_embeddings: Path) -> None:
-    share_embeddings(home, shared_embeddings)  # (SciFact may be encoded already by another slow test)
+                                              share_embeddings) -> None:
+    share_embeddings(home)  # (SciFact may be encoded already by another slow test)
     res = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data),
                                    "--leaderboard", str(tmp_path / "lb")], catch_exceptions=False)
     assert res.exit_code == 0, res.output

@@ -21,7 +21,7 @@ from harness.reproduce import (FAIL, OK, OKISH, SKIP, MatrixError, Row, load_mat
 from harness.runner import Settings
 from harness.store import Store
 from harness.trust import reproduced_keys
-from tests.conftest import SHARED_DATA, share_embeddings
+from tests.conftest import SHARED_DATA
 from tests.test_submit import make_constraint_set
 
 MEASURES = ("V@2", "FVR@10", "nDCG@10")
@@ -338,13 +338,13 @@ def test_the_shipped_matrix_reads_and_its_quick_rows_are_reference_rows() -> Non
 
 
 @pytest.mark.slow
-def test_reproduce_quick_on_the_real_data(tmp_path: Path, shared_embeddings: Path) -> None:
+def test_reproduce_quick_on_the_real_data(tmp_path: Path, share_embeddings) -> None:
     """What gates CI: the shipped matrix's quick rows recomputed on the real data all reproduce
     (NegConstraint's MiniLM embeddings may come from another slow test's run)."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real benchmark data not found at {SHARED_DATA}")
     started = time.monotonic()
-    home = share_embeddings(tmp_path / "home", shared_embeddings)
+    home = share_embeddings(tmp_path / "home")
     res = invoke("--quick", "--data-dir", str(SHARED_DATA), "--home", str(home), "--device", "cpu")
     assert res.exit_code == 0, res.output
     rows = table_rows(res.output)
