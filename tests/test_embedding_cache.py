@@ -106,3 +106,20 @@ def test_cache_rejects_wrong_shape_and_keeps_writes_whole(tmp_path: Path) -> Non
     # float64 under a valid checksum is not float32 embeddings
     path = cache.put("model", "k" * 32, arr.astype(np.float64))
     assert cache.get("model", "k" * 32, rows=4) is None and not path.exists()
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device")
+def test_cuda_encoding_matches_cpu(tmp_path: Path) -> None:  # pragma: no cover - needs a GPU
+    """A pool on CUDA encodes as the CPU pool does (the same vectors up to the kernels' float32
+    rounding), and its cache entry is read back exactly by a fresh CUDA pool."""
+    cpu = EncoderPool(tmp_path / "cpu", "cpu")
+    gpu = EncoderPool(tmp_path / "gpu", "cuda")
+    a, b = np.array(cpu.encode(MODEL, TEXTS)), np.array(gpu.encode(MODEL, TEXTS))
+    assert next(gpu.model(MODEL, None, None).parameters()).device.type == "cuda"
+    assert a.shape == b.shape == (3, 384)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cos.min() > 0.9999, cos
+    assert np.abs(a - b).max() < 1e-3
+    fresh = EncoderPool(tmp_path / "gpu", "cuda")
+    np.testing.assert_array_equal(np.array(fresh.encode(MODEL, TEXTS)), b)
+    assert fresh.stats["cache_hits"] == 1 and fresh.stats["encoded"] == 0
