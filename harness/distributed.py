@@ -55,6 +55,7 @@ from .registry import (RetrieverSpec, get_retriever_class, looks_like_path, make
                        stored_benchmark_name)
 from .runner import Outcome, Runner, Settings, check_protocols, measures_for
 from .store import MeasureValue, ResultRecord, Store
+from .types import split_slice
 
 INSTALL_HINT = "pip install 'beyondsim[ray]'"
 ENV_MAX_RETRIES = "BEYONDSIM_RAY_MAX_RETRIES"
@@ -293,7 +294,7 @@ def _keep_recent_benchmarks(runner: Runner, base: str) -> None:
     """Forget all but the :data:`WORKER_BENCHMARKS` most recently used benchmarks (``base`` is used now)."""
     recent = [b for b in _WORKER.recent if b != base] + [base]
     _WORKER.recent = recent[-WORKER_BENCHMARKS:]
-    for name in [n for n in runner._benchmarks if n.split(":", 1)[0] not in _WORKER.recent]:
+    for name in [n for n in runner._benchmarks if split_slice(n)[0].split(":", 1)[0] not in _WORKER.recent]:
         del runner._benchmarks[name]
 
 

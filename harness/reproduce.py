@@ -6,7 +6,8 @@ reference files, :func:`harness.registry.reference_files`)::
     [[row]]
     retriever = "NAME"              # a registered retriever (or module:Class)
     params = { key = value }        # optional; defaults filled in, as `run` does
-    benchmark = "NAME"              # a benchmark id or folder
+    benchmark = "NAME"              # a benchmark id or folder; NAME[:N]: its first N judged
+                                    # queries (the slice the reference plan's max_queries runs)
     measure = "nDCG@10"
     expected = 0.6912               # the figure
     tolerance = 0.002               # absolute
@@ -46,6 +47,7 @@ from .protocols import Progress
 from .registry import RegistryError, RetrieverSpec, get_benchmark_loader, looks_like_path, make_spec
 from .runner import Runner, Settings
 from .store import Store
+from .types import split_slice
 
 OK, OKISH, FAIL, SKIP = "OK", "OKish", "FAIL", "SKIP"
 STATUSES = (OK, OKISH, FAIL)  # what a compared row can be (SKIP rows are not compared)
@@ -195,8 +197,11 @@ def parse_row(table: Any, index: int, where: str) -> Row:
         raise bad("retriever", str(e)) from None
     except ValueError as e:
         raise bad("params", str(e)) from None
+    base, n = split_slice(values["benchmark"])
+    if n is not None and n < 1:
+        raise bad("benchmark", f"a slice [:N] needs N ≥ 1, not {values['benchmark']!r}")
     try:
-        get_benchmark_loader(values["benchmark"])
+        get_benchmark_loader(base)
     except (RegistryError, ValueError) as e:
         raise bad("benchmark", str(e)) from None
     return Row(index=index, spec=spec, benchmark=values["benchmark"], measure=values["measure"],
@@ -306,7 +311,7 @@ def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = 
         with runner_of(base, scratch, progress, log) as runner:
             for (_, bname, seed), group in _groups(rows).items():
                 spec = group[0].spec
-                if not settings.online and absent_on_disk(bname, data_dir):
+                if not settings.online and absent_on_disk(split_slice(bname)[0], data_dir):
                     for r in group:
                         done[r.index] = Outcome(r, SKIP, note=f"{bname} is not on disk in {data_dir}")
                     continue
@@ -322,23 +327,29 @@ def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = 
 
 def _run_group(runner: Runner, base: Settings, spec: RetrieverSpec, bname: str, seed: int,
                group: Sequence[Row]) -> list[Outcome]:
-    """One run of ``spec`` on ``bname`` with ``seed`` in the scratch store, and its rows compared."""
+    """One run of ``spec`` on ``bname`` with ``seed`` in the scratch store, and its rows compared.
+    ``bname`` may name a slice, ``nevir[:25]``: the run scores the first 25 judged queries, as
+    ``max_queries`` does (the reference plan's slices)."""
     def failed(why: str, version: str = "", name: str = "") -> list[Outcome]:
         return [Outcome(r, FAIL, note=why, spec_hash=spec.hash, benchmark_version=version, benchmark_name=name)
                 for r in group]
 
+    whole, n = split_slice(bname)
     # A failure of one method (its data, its parameters, a bug) fails its rows and the matrix goes on.
     try:
-        bench, _ = runner.load_benchmark(bname)
-    except Exception as e:  # noqa: BLE001
-        return failed(f"{bname} did not load: {e}")
-    has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
-    why_not = {r.measure: parse_measure(r.measure).unsupported(has_viol, has_pairs) for r in group}
-    runner.s = dataclasses.replace(base, extra_measures=tuple(dict.fromkeys(m for m, w in why_not.items() if not w)))
-    try:
-        results = runner.run([spec], [bname], [seed])
-    except Exception as e:  # noqa: BLE001
-        return failed(f"the run failed: {type(e).__name__}: {e}", bench.version, bench.name)
+        runner.s = dataclasses.replace(base, max_queries=n)
+        try:
+            bench, _ = runner.load_benchmark(whole)
+        except Exception as e:  # noqa: BLE001
+            return failed(f"{bname} did not load: {e}")
+        has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
+        why_not = {r.measure: parse_measure(r.measure).unsupported(has_viol, has_pairs) for r in group}
+        runner.s = dataclasses.replace(base, max_queries=n,
+                                       extra_measures=tuple(dict.fromkeys(m for m, w in why_not.items() if not w)))
+        try:
+            results = runner.run([spec], [whole], [seed])
+        except Exception as e:  # noqa: BLE001
+            return failed(f"the run failed: {type(e).__name__}: {e}", bench.version, bench.name)
     finally:
         runner.s = base
     rec = results[0].record if results and results[0].status == "done" else None

@@ -149,16 +149,18 @@ class Runner:
         self.close()
 
     def load_benchmark(self, name: str) -> tuple[Benchmark, float]:
-        if name not in self._benchmarks:
+        n = self.s.max_queries if not name.endswith((":train", ":dev")) else None
+        key = name if n is None else f"{name}[:{n}]"  # a slice and the whole set are kept apart
+        if key not in self._benchmarks:
             loader, bname = get_benchmark_loader(name)
             ledger = Ledger()
             with ledger.phase("load"):
                 bench = loader.load(bname, self.data_dir, online=self.s.online)
-                if self.s.max_queries is not None and not bname.endswith((":train", ":dev")):
-                    bench = bench.head(self.s.max_queries)
-            self._benchmarks[name] = (bench, ledger.phases["load"].wall_s)
+                if n is not None:
+                    bench = bench.head(n)
+            self._benchmarks[key] = (bench, ledger.phases["load"].wall_s)
             self.store.save_benchmark(benchmark_info(bench))
-        return self._benchmarks[name]
+        return self._benchmarks[key]
 
     def train_benchmark(self, bench: Benchmark) -> Benchmark:
         """The split a trainable retriever may learn from: ``<name>:train``, never the scored split."""

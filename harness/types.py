@@ -15,11 +15,23 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 TASKS = ("constraint", "topical", "completeness")
+
+
+
+_SLICE = re.compile(r"^(?P<base>.+)\[:(?P<n>[0-9]+)\]$")
+
+
+def split_slice(name: str) -> tuple[str, int | None]:
+    """``("nevir", 25)`` for ``"nevir[:25]"``, the name :meth:`Benchmark.head` gives the first 25
+    judged queries of ``nevir``; ``(name, None)`` for a name without a slice."""
+    m = _SLICE.match(name)
+    return (m["base"], int(m["n"])) if m else (name, None)
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,33 @@ def test_rows_on_a_benchmark_not_on_disk_are_skipped(tmp_path: Path, home: Path)
         assert store.reproductions() == []
 
 
+def test_a_slice_row_scores_the_first_n_judged_queries(tiny: Path, tmp_path: Path) -> None:
+    """A row on ``NAME[:N]`` recomputes the slice the reference plan runs (``max_queries``): its
+    figures are the means of the whole run's per-query figures over the first N judged queries,
+    and the whole set and its slice in one matrix are run apart (the runner keeps them apart)."""
+    whole = [{**r, "benchmark": str(tiny), "tolerance": 20.0} for r in base_rows(str(tiny)) if "params" not in r]
+    part = [{**r, "benchmark": f"{tiny}[:2]"} for r in whole]
+    rows = read_matrix(write_matrix(tmp_path / "m.toml", part + whole))  # the slice first: not cut from a cached whole
+    outcomes = reproduce(rows, Settings(home=tmp_path / "home", device="cpu"), log=lambda m: None)
+    assert all(o.got is not None for o in outcomes), [(o.status, o.note) for o in outcomes]
+    names = {o.benchmark_name for o in outcomes}
+    assert len(names) == 2 and any(n.endswith("[:2]") for n in names), names
+    with Store(tmp_path / "home" / "reproduce" / "results.sqlite") as store:
+        recs = {r.benchmark: r for r in store.results()}
+        per_query = {n: store.per_query(r.id) for n, r in recs.items()}
+    whole_name = next(n for n in recs if not n.endswith("]"))
+    full, head = recs[whole_name], recs[whole_name + "[:2]"]
+    first = [q.id for q in load_benchmark(str(tiny), tiny.parent).head(2).eval_queries]
+    assert len(first) == 2 and full.n_queries == 4 and head.n_queries == 2
+    got = {(o.row.benchmark, o.row.measure): o.got for o in outcomes}
+    for m in MEASURES:
+        col = per_query[whole_name][m]
+        assert got[(f"{tiny}[:2]", m)] == pytest.approx(sum(col[q] for q in first) / 2, abs=1e-12), m
+        assert got[(str(tiny), m)] == pytest.approx(sum(col.values()) / len(col), abs=1e-12), m
+    # the tiny set's first two queries do not average like all four on every measure
+    assert any(got[(f"{tiny}[:2]", m)] != pytest.approx(got[(str(tiny), m)]) for m in MEASURES)
+
+
 GOOD = {"retriever": "bm25", "benchmark": "nevir", "measure": "V@2", "expected": 0.5, "tolerance": 0.001,
         "kind": "reference", "source": "reference run", "reason": "r"}
 
@@ -258,6 +285,8 @@ GOOD = {"retriever": "bm25", "benchmark": "nevir", "measure": "V@2", "expected":
     ({"retriever": "bm26"}, "retriever", "unknown retriever 'bm26'. Did you mean 'bm25'"),
     ({"params": {"k3": 1}}, "params", "unknown parameter(s) k3"),
     ({"benchmark": "nevr"}, "benchmark", "unknown benchmark 'nevr'"),
+    ({"benchmark": "nevir[:0]"}, "benchmark", "a slice [:N] needs N ≥ 1, not 'nevir[:0]'"),
+    ({"benchmark": "nevr[:25]"}, "benchmark", "unknown benchmark 'nevr'"),
     ({"quick": "yes"}, "quick", "must be true or false"),
     ({"seed": -1}, "seed", "must be a whole number ≥ 0"),
     ({"source": " "}, "source", "must not be empty"),
