@@ -418,12 +418,23 @@ def _print_outcomes(outcomes: list) -> None:
         out.print(t)
 
 
-def _render(store: Store, out_dir: Path, fmt: str = "html", *, reference: bool = True,
+REFERENCE_ENV = "BEYONDSIM_REFERENCE"
+"""``0``/``false``/``off``/``no``: the shipped reference results stay out of the leaderboard unless
+``--reference`` is given (a test suite, or a board of one's own rows only)."""
+
+
+def reference_default() -> bool:
+    """Whether the leaderboard brings in the shipped reference results when not told (default yes)."""
+    return os.environ.get(REFERENCE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _render(store: Store, out_dir: Path, fmt: str = "html", *, reference: Optional[bool] = None,
             data_dir: Optional[Path] = None) -> Path:
     """Write the leaderboard in ``fmt``: the site (return its ``index.html``) or the tables of
     :mod:`reports.tables` into ``out_dir`` (return it), or to stdout when ``out_dir`` is ``-``.
     With ``reference`` the shipped reference results are brought into the store first (once per
-    bundle) and shown; without, they are left out of the pages (and stay in the store)."""
+    bundle) and shown; without, they are left out of the pages (and stay in the store). ``None``:
+    :func:`reference_default`."""
     from reports import compare, render_site  # the composition root may import reports
     from reports.tables import combined, write_tables
 
@@ -431,6 +442,8 @@ def _render(store: Store, out_dir: Path, fmt: str = "html", *, reference: bool =
     from .reference import reference_filter
     from .registry import RegistryError, reference_files
 
+    if reference is None:
+        reference = reference_default()
     if reference:
         try:
             bundle = reference_files().get("bundle")
@@ -461,8 +474,9 @@ def leaderboard(
     out_dir: Path = typer.Option(DEFAULT_SITE, "--out", "-o",
                                  help="Output directory (default ./leaderboard); - writes md, latex or json to stdout."),
     fmt: str = typer.Option("html", "--format", "-f", help="html (the static site), md, latex or json."),
-    reference: bool = typer.Option(True, "--reference/--no-reference", help="Show the reference results shipped "
-                                   "with the project beside the store's own (imported once per bundle)."),
+    reference: Optional[bool] = typer.Option(None, "--reference/--no-reference", help="Show the reference results "
+                                             "shipped with the project beside the store's own (imported once per "
+                                             f"bundle; default: yes, unless {REFERENCE_ENV}=0)."),
     data_dir: DataDirOpt = None,
     home: HomeOpt = None,
 ) -> None:

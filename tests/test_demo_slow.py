@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp_path: Path, no_network,
-                                              share_embeddings) -> None:
+                                              share_embeddings, with_reference) -> None:
     share_embeddings(home)  # (SciFact may be encoded already by another slow test)
     res = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data),
                                    "--leaderboard", str(tmp_path / "lb")], catch_exceptions=False)

@@ -42,6 +42,7 @@ benchmarks = [{bench}]
 note = {json.dumps(note)}
 ''' + more.replace("{bench}", bench), encoding="utf-8")
     monkeypatch.setattr(registry, "reference_files", lambda: dict(files))
+    monkeypatch.setenv("BEYONDSIM_REFERENCE", "1")  # the leaderboard's default, as outside the tests
     return {**files, "data": data}
 
 
@@ -103,6 +104,20 @@ def test_build_bundle_import_and_show(reference: dict[str, Path], tmp_path: Path
     root = parse((site / "index.html").read_text(encoding="utf-8"))
     _, rows = table_rows(root.by_id("overview-other"))
     assert [r[0].text().strip() for r in rows] == ["bm25"]
+
+
+def test_the_environment_turns_the_default_off(reference: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+    """BEYONDSIM_REFERENCE=0 leaves the shipped bundle out unless --reference asks for it."""
+    build_bundle(reference, tmp_path / "builder")
+    monkeypatch.setenv("BEYONDSIM_HOME", str(tmp_path / "user"))
+    assert invoke("run", "bm25", "-b", str(reference["data"])).exit_code == 0
+    monkeypatch.setenv("BEYONDSIM_REFERENCE", "0")
+    res = invoke("leaderboard", "--out", str(tmp_path / "site"))
+    assert res.exit_code == 0 and "imported" not in res.output, res.output
+    with Store(tmp_path / "user" / "results.sqlite") as store:
+        assert [r.label for r in store.results()] == ["bm25"] and store.get_meta(META_KEY) is None
+    res = invoke("leaderboard", "--out", str(tmp_path / "site"), "--reference")
+    assert res.exit_code == 0 and "1 result(s) imported" in " ".join(res.output.split()), res.output
 
 
 def test_a_new_bundle_replaces_the_old_reference_rows(reference: dict[str, Path], tmp_path: Path,
