@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .store import ResultRecord, Store
 from .trust import ORIGIN_KEY, is_reference, origin
+from .types import slice_name
 
 BUNDLE_DEPTH = 10  # documents per query kept in the bundle's rankings
 META_KEY = "reference_bundle"
@@ -261,7 +262,8 @@ def summary(store: Store, plan: Plan, jobs_: Sequence[Job]) -> list[dict[str, An
     out = []
     for j in jobs_:
         c = j.config
-        want = [(b if c.max_queries is None else f"{b}[:{c.max_queries}]", s) for b in j.benchmarks for s in c.seeds]
+        want = [(b if c.max_queries is None else slice_name(b, c.max_queries), s)
+                for b in j.benchmarks for s in c.seeds]
         done = sum(1 for b, s in want if s in have.get((c.display, b), set()))
         out.append({"label": c.display, "retriever": c.retriever, "done": done, "wanted": len(want),
                     "skipped": j.skipped, "note": c.note})

@@ -344,8 +344,8 @@ def _run_group(runner: Runner, base: Settings, spec: RetrieverSpec, bname: str, 
             return failed(f"{bname} did not load: {e}")
         has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
         why_not = {r.measure: parse_measure(r.measure).unsupported(has_viol, has_pairs) for r in group}
-        runner.s = dataclasses.replace(base, max_queries=n,
-                                       extra_measures=tuple(dict.fromkeys(m for m, w in why_not.items() if not w)))
+        supported = tuple(dict.fromkeys(m for m, w in why_not.items() if not w))
+        runner.s = dataclasses.replace(runner.s, extra_measures=supported)
         try:
             results = runner.run([spec], [whole], [seed])
         except Exception as e:  # noqa: BLE001

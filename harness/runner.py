@@ -29,7 +29,7 @@ from .registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class,
                        retriever_info)
 from .stats import bootstrap_cis
 from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
-from .types import Benchmark, Query, Run
+from .types import Benchmark, Query, Run, slice_name
 
 DEFAULT_K = 100
 
@@ -150,7 +150,7 @@ class Runner:
 
     def load_benchmark(self, name: str) -> tuple[Benchmark, float]:
         n = self.s.max_queries if not name.endswith((":train", ":dev")) else None
-        key = name if n is None else f"{name}[:{n}]"  # a slice and the whole set are kept apart
+        key = name if n is None else slice_name(name, n)  # a slice and the whole set are kept apart
         if key not in self._benchmarks:
             loader, bname = get_benchmark_loader(name)
             ledger = Ledger()

@@ -22,14 +22,17 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 TASKS = ("constraint", "topical", "completeness")
 
-
-
 _SLICE = re.compile(r"^(?P<base>.+)\[:(?P<n>[0-9]+)\]$")
 
 
+def slice_name(name: str, n: int) -> str:
+    """``"nevir[:25]"``: the name :meth:`Benchmark.head` gives the first 25 judged queries of ``nevir``."""
+    return f"{name}[:{n}]"
+
+
 def split_slice(name: str) -> tuple[str, int | None]:
-    """``("nevir", 25)`` for ``"nevir[:25]"``, the name :meth:`Benchmark.head` gives the first 25
-    judged queries of ``nevir``; ``(name, None)`` for a name without a slice."""
+    """The inverse of :func:`slice_name`: ``("nevir", 25)`` for ``"nevir[:25]"``; ``(name, None)``
+    for a name without a slice."""
     m = _SLICE.match(name)
     return (m["base"], int(m["n"])) if m else (name, None)
 
@@ -182,7 +185,7 @@ class Benchmark:
         ks = set(keep)
         judg = Judgments({q: r for q, r in self.judgments.relevance.items() if q in ks},
                          {q: v for q, v in self.judgments.violating.items() if q in ks})
-        return replace(self, name=f"{self.name}[:{n}]", version=content_hash([self.version, f"head:{n}"]),
+        return replace(self, name=slice_name(self.name, n), version=content_hash([self.version, f"head:{n}"]),
                        queries=[q for q in self.queries if q.id in ks or q.id not in self.judgments.relevance],
                        judgments=judg, splits={k: [q for q in v if q in ks] for k, v in self.splits.items()},
                        pairs=[p for p in self.pairs if p.q1 in ks and p.q2 in ks] if self.pairs else self.pairs,

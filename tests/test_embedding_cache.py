@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from harness.encoders import EmbeddingCache, EncoderPool, file_checksum
 
@@ -108,7 +109,7 @@ def test_cache_rejects_wrong_shape_and_keeps_writes_whole(tmp_path: Path) -> Non
     assert cache.get("model", "k" * 32, rows=4) is None and not path.exists()
 
 
-@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_encoding_matches_cpu(tmp_path: Path) -> None:  # pragma: no cover - needs a GPU
     """A pool on CUDA encodes as the CPU pool does (the same vectors up to the kernels' float32
     rounding), and its cache entry is read back exactly by a fresh CUDA pool."""
