@@ -33,7 +33,7 @@ Origin = Path | str
 SPLIT_SEED = 0
 """Seed of every split a loader makes where the dataset releases none (recorded in ``notes``)."""
 
-CONSTRAINT_MEASURES = ("V@2", "V@10", "FVR@10", "nDCG@10", "MAP@10", "R@10")
+CONSTRAINT_MEASURES = ("Sat@10", "V@2", "V@10", "FVR@10", "nDCG@10", "MAP@10", "R@10")
 """Headline measures of a benchmark with violating documents."""
 TOPICAL_MEASURES = ("nDCG@10", "MAP@10", "R@100")
 """Headline measures of a benchmark that only grades relevance (BEIR's)."""

@@ -245,7 +245,7 @@ class ExcluIR(LoaderBase):
     """ExcluIR loader (entry point ``excluir``); see the module docstring."""
 
     task: ClassVar[str] = "constraint"
-    default_measures: ClassVar[tuple[str, ...]] = ("V@2", "V@3", "V@5", "V@10", "FVR@10", "nDCG@10", "R@1", "R@10")
+    default_measures: ClassVar[tuple[str, ...]] = ("Sat@10", "V@2", "V@3", "V@5", "V@10", "FVR@10", "nDCG@10", "R@1", "R@10")
     relevance_threshold: ClassVar[int] = 2
     subdir: ClassVar[str] = "excluir"
     license: ClassVar[str] = "none stated"

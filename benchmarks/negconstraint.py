@@ -51,7 +51,7 @@ class NegConstraint(LoaderBase):
     """NegConstraint loader (entry point ``negconstraint``); see the module docstring."""
 
     task: ClassVar[str] = "constraint"
-    default_measures: ClassVar[tuple[str, ...]] = ("nDCG@10", "R@5", "MAP@10", "R@10")
+    default_measures: ClassVar[tuple[str, ...]] = ("Sat@10", "nDCG@10", "R@5", "MAP@10", "R@10")
     relevance_threshold: ClassVar[int] = 1
     subdir: ClassVar[str] = "negconstraint"
     files: ClassVar[tuple[str, ...]] = beir_files("test")

@@ -11,7 +11,19 @@ A suite the leaderboard shows as a table of its own also declares:
   the rows);
 * ``baselines``: the retrievers whose best row every row of the suite's benchmarks is tested
   against (‡ on the benchmark pages);
-* ``reference``: the retriever whose best row is the other reference (†).
+* ``reference``: the retriever whose best row is the other reference (†);
+* ``relevance``: the measure of topical quality that a row must beat chance on to be ranked (a
+  row whose mean is not above the chance row's upper 95% bound on it is listed apart as below
+  chance on relevance), and the y axis of the suite's trade-off plot;
+* ``chance``: the retriever whose row is the chance level (shown in every table and plot, never
+  ranked);
+* ``tradeoff``: a violation measure and a topical one: the suite's scatter of the one against the
+  other, with the Pareto frontier and chance marked (and the same on each benchmark page).
+
+Why the constraint table is ordered by ``Sat@10`` and not by ``V@2``: V@k and FVR@k count
+violations only, so a ranking that retrieves nothing (random documents, an empty ranking) has no
+violation and would head the table; ``Sat@k`` credits a query only when a satisfying document is
+in the top k with no violating document above it (see :mod:`harness.measures.satisfied`).
 """
 
 from __future__ import annotations
@@ -22,6 +34,9 @@ _CONSTRAINT = ["nevir", "excluir", "negconstraint", "diag/antonym", "diag/negati
 _TOPICAL = ["beir/scifact", "beir/nfcorpus", "beir/scidocs", "beir/arguana", "beir/fiqa", "beir/cqadupstack/android"]
 _COMPLETENESS = ["toollens", "toolbank/numpy", "toolbank/pandas", "toolbank/aws", "multihop-rag"]
 _BASELINES = ["bm25", "dense"]
+# the chance level: run with every suite, shown in every table and plot, never ranked
+_CHANCE = "random"
+_RUN = [*_BASELINES, _CHANCE]
 # what the leaderboard tests every row of a shown suite's benchmarks against (see above)
 _COMPARED_WITH = ["bm25", "dense", "hyde", "mmr"]
 _REFERENCE = "dense"
@@ -38,35 +53,42 @@ SUITES: dict[str, dict[str, Any]] = {
     "demo": {
         "description": "Offline demo: the baselines on every benchmark whose data ships locally (minutes on a CPU).",
         "benchmarks": ["nevir", "negconstraint", "diag/antonym", "diag/negation", "beir/scifact"],
-        "retrievers": list(_BASELINES),
+        "retrievers": list(_RUN),
     },
     "constraint": {
         "description": "Constraint benchmarks: negation, exclusion, negative constraints and the three CoDeR diagnostics.",
         "benchmarks": list(_CONSTRAINT),
-        "retrievers": list(_BASELINES),
-        "headline": ["V@2", "FVR@10", "PairAcc", "nDCG@10"],
+        "retrievers": list(_RUN),
+        "headline": ["Sat@10", "V@2", "FVR@10", "PairAcc", "nDCG@10"],
         "baselines": list(_COMPARED_WITH),
         "reference": _REFERENCE,
+        "relevance": "nDCG@10",
+        "chance": _CHANCE,
+        "tradeoff": ["V@2", "nDCG@10"],
     },
     "topical": {
         "description": "Topical retrieval (the papers' BEIR sets) to check that constraint-aware methods keep topical quality.",
         "benchmarks": list(_TOPICAL),
-        "retrievers": list(_BASELINES),
+        "retrievers": list(_RUN),
         "headline": ["nDCG@10", "MAP@10"],
         "baselines": list(_COMPARED_WITH),
         "reference": _REFERENCE,
+        "relevance": "nDCG@10",
+        "chance": _CHANCE,
     },
     "completeness": {
         "description": "Set completeness: tool retrieval (ToolLens, ToolBank) and multi-hop evidence (MultiHop-RAG).",
         "benchmarks": list(_COMPLETENESS),
-        "retrievers": list(_BASELINES),
+        "retrievers": list(_RUN),
         "headline": ["Comp@5", "R@5"],
         "baselines": list(_COMPARED_WITH),
         "reference": _REFERENCE,
+        "relevance": "R@5",
+        "chance": _CHANCE,
     },
     "all": {
         "description": "Every built-in benchmark.",
         "benchmarks": _union(_CONSTRAINT, _TOPICAL, _COMPLETENESS),
-        "retrievers": list(_BASELINES),
+        "retrievers": list(_RUN),
     },
 }

@@ -141,6 +141,9 @@ class SuiteSpec:
     headline: tuple[str, ...] = ()
     baselines: tuple[str, ...] = ()
     reference: str | None = None
+    relevance: str | None = None  # the topical measure a ranked row must beat chance on
+    chance: str | None = None  # the retriever whose row is the chance level
+    tradeoff: tuple[str, str] | None = None  # (violation measure, topical measure) of its scatter
 
     @classmethod
     def from_entry(cls, name: str, entry: Mapping[str, Any]) -> SuiteSpec:
@@ -148,9 +151,14 @@ class SuiteSpec:
             value = entry.get(key)
             return tuple(str(x) for x in value) if isinstance(value, (list, tuple)) else ()
 
-        reference = entry.get("reference")
+        def one(key: str) -> str | None:
+            value = entry.get(key)
+            return str(value) if value else None
+
+        pair = names("tradeoff")
         return cls(name, str(entry.get("description", "")), names("benchmarks"), names("headline"),
-                   names("baselines"), str(reference) if reference else None)
+                   names("baselines"), one("reference"), one("relevance"), one("chance"),
+                   (pair[0], pair[1]) if len(pair) == 2 else None)
 
     @property
     def compares(self) -> bool:
@@ -535,6 +543,12 @@ class BenchmarkComparison:
     baselines: tuple[str, ...]
     reference: str | None
     suite: str | None  # the suite whose baselines and reference apply
+    rank_measure: str | None = None  # what orders its rows: its home suite's first headline measure
+    standing: dict[int, str] = field(default_factory=dict)  # row index → why it is not ranked (absent: ranked)
+    ranks: dict[int, tuple[int, int]] = field(default_factory=dict)  # ranked row index → its rank interval
+    relevance: str | None = None  # the topical measure a ranked row must beat chance on
+    chance: str | None = None  # the retriever whose row is the chance level
+    tradeoff: tuple[str, str] | None = None  # (violation, topical) measures of its trade-off plot
 
     @property
     def name(self) -> str:
@@ -569,14 +583,18 @@ class SuiteRow:
 
     label: str
     coverage: int  # the suite's benchmarks the label ran on
-    means: dict[str, float | None]  # headline measure → mean over the table's headline benchmarks
-    counts: dict[str, int]  # headline measure → how many benchmarks that mean is over
+    means: dict[str, float | None]  # measure → mean over the table's headline benchmarks
+    counts: dict[str, int]  # measure → how many benchmarks that mean is over
     per_benchmark: dict[str, float | None]  # benchmark → its first headline measure (None: not run)
     missing: list[str] = field(default_factory=list)  # headline benchmarks the row was not run on
     trust: str = REPRODUCED  # the weakest trust level of its results on the table's benchmarks
     encoder: str = ""
     llm: str = ""
     note: str = ""  # the reference plan's note on the configuration (ConfigGroup.note)
+    retriever: str = ""
+    chance: bool = False  # the chance level (the suite's ``chance`` retriever): shown, never ranked
+    below_chance: str = ""  # why its topical quality is not above chance ("" when it is, or unknown)
+    rank: tuple[int, int] | None = None  # its rank interval among the ranked rows (rank_intervals)
 
     @property
     def complete(self) -> bool:
@@ -585,22 +603,38 @@ class SuiteRow:
 
     @property
     def ranked(self) -> bool:
-        """Ranked with the others: complete, and not figures that nobody here could check."""
-        return self.complete and self.trust != REPORTED
+        """Ranked with the others: complete, figures that someone here checked, not the chance
+        level, and topical quality above it."""
+        return self.complete and self.trust != REPORTED and not self.chance and not self.below_chance
+
+    @property
+    def why_apart(self) -> str:
+        """Why the row is not ranked ("" when it is)."""
+        if self.chance:
+            return "chance level"
+        if self.missing:
+            return "not run on " + ", ".join(self.missing)
+        if self.trust == REPORTED:
+            return "reported figures, not checked here"
+        return self.below_chance
 
 
 @dataclass
 class SuiteComparison:
     """One overview table. Its headline figures are means over the same benchmarks for every
-    ranked row (:attr:`headline_benchmarks`, see :func:`headline_set`); rows that lack one of them
-    are :attr:`apart`, with what they lack, and never ranked above a complete row."""
+    ranked row (:attr:`headline_benchmarks`, see :func:`headline_set`); rows that lack one of them,
+    rows of reported figures and rows below chance on relevance are :attr:`apart`, with why, and
+    never ranked above a ranked row; the chance level's row (:attr:`chance`) is shown on its own."""
 
     name: str
     description: str
     measures: list[str]  # the headline measures; the first orders the rows
     benchmarks: list[BenchmarkSection]
-    rows: list[SuiteRow]  # the ranked rows, best first, then the rows shown apart
+    rows: list[SuiteRow]  # the ranked rows, best first, then the rows shown apart, then chance
     headline_benchmarks: list[str] = field(default_factory=list)  # names the headline figures average over
+    relevance: str | None = None  # the topical measure a ranked row must beat chance on
+    chance_retriever: str | None = None
+    tradeoff: tuple[str, str] | None = None  # (violation measure, topical measure) of its trade-off plot
 
     @property
     def first(self) -> str | None:
@@ -616,7 +650,11 @@ class SuiteComparison:
 
     @property
     def apart(self) -> list[SuiteRow]:
-        return [r for r in self.rows if not r.ranked]
+        return [r for r in self.rows if not r.ranked and not r.chance]
+
+    @property
+    def chance(self) -> list[SuiteRow]:
+        return [r for r in self.rows if r.chance]
 
     @property
     def outside_headline(self) -> list[str]:
@@ -683,13 +721,77 @@ def headline_set(coverage: Mapping[str, frozenset[str]], order: Sequence[str]) -
     return chosen
 
 
+Values = Callable[[ConfigGroup], Mapping[str, Mapping[str, float]]]  # a row's per-query values
+
+
+def chance_floor(chance: ConfigGroup | None, measure: str) -> float | None:
+    """The upper end of the chance row's 95% interval on ``measure`` (its bootstrap CI with one
+    seed; with several, the highest per-seed mean): a row not above it has, as far as the
+    measure can tell, retrieved no more of what the queries ask for than a random ranking."""
+    if chance is None:
+        return None
+    agg = chance.measure(measure)
+    if agg.mean is None:
+        return None
+    if agg.ci is not None:
+        return agg.ci[1]
+    return max(agg.values) if agg.values else agg.mean
+
+
+def rank_intervals(columns: Sequence[Mapping[str, float]], means: Sequence[float | None], higher: bool, *,
+                   n_resamples: int = N_RESAMPLES, alpha: float = ALPHA) -> list[tuple[int, int]]:
+    """The rank interval of each row: from 1 + the rows significantly better than it to the
+    number of rows − the rows significantly worse, by two-sided paired randomisation tests of
+    every pair of rows on their per-query values (``columns``), Holm-adjusted over all the pairs.
+    A rank is a single number only when the tests separate the row from every other; a row without
+    per-query values is separated from none."""
+    n = len(columns)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    pvalues = paired_randomization_tests([(columns[i], columns[j]) for i, j in pairs],
+                                         n_resamples=n_resamples, seed=0)
+    adjusted = holm({f"{i},{j}": p for (i, j), p in zip(pairs, pvalues)})
+    above = [0] * n  # rows significantly better
+    below = [0] * n  # rows significantly worse
+    for i, j in pairs:
+        p = adjusted[f"{i},{j}"]
+        a, b = means[i], means[j]
+        if not (p == p and p < alpha) or a is None or b is None or a == b:
+            continue
+        win, lose = (i, j) if is_better(a, b, higher) else (j, i)
+        above[lose] += 1
+        below[win] += 1
+    return [(1 + above[i], n - below[i]) for i in range(n)]
+
+
+def _macro_column(per_bench: Mapping[str, ConfigGroup], benchmarks: Sequence[str], measure: str,
+                  values: Values) -> dict[str, float]:
+    """A row's per-query values of ``measure`` over ``benchmarks``, keyed ``benchmark\x1fquery``
+    and weighted so that their mean is the mean of the per-benchmark means (each benchmark counts
+    once, as in the table): the paired test of two such columns tests the difference of the
+    table's figures."""
+    cols = [(b, values(per_bench[b]).get(measure) or {}) for b in benchmarks]
+    total = sum(len(c) for _, c in cols)
+    nonempty = sum(1 for _, c in cols if c)
+    out: dict[str, float] = {}
+    for b, col in cols:
+        if col:
+            w = total / (nonempty * len(col))
+            out.update({f"{b}\x1f{q}": float(v) * w for q, v in col.items()})
+    return out
+
+
 def suite_comparison(name: str, description: str, measures: Sequence[str],
-                     secs: Sequence[BenchmarkSection]) -> SuiteComparison:
+                     secs: Sequence[BenchmarkSection], *, relevance: str | None = None,
+                     chance: str | None = None, tradeoff: tuple[str, str] | None = None,
+                     values: Values | None = None, n_resamples: int = N_RESAMPLES) -> SuiteComparison:
     """Per configuration label, per benchmark, the row of the shown version (else the newest);
     headline measures averaged over the table's headline benchmarks (:func:`headline_set`) for the
-    rows run on all of them, ordered by the first headline measure, best first, then by label;
-    then the rows that lack a headline benchmark, by how many they lack and label, with no
-    headline figure (their per-benchmark cells are shown)."""
+    rows run on all of them, ordered by the first headline measure, best first, then by label,
+    each with its rank interval (:func:`rank_intervals`, from ``values``, a row's per-query values);
+    then the rows that are not ranked (:attr:`SuiteRow.why_apart`): those that lack a headline
+    benchmark (by how many they lack, with no headline figure), reported figures, and rows whose
+    ``relevance`` measure is not above the ``chance`` row's (:func:`chance_floor`); then the chance
+    row itself."""
     table: dict[str, dict[str, ConfigGroup]] = {}
     for s in secs:
         shown = s.info.version if s.info is not None else None
@@ -702,26 +804,40 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
     def weakest(per: Mapping[str, ConfigGroup]) -> str:
         return max((g.trust for g in per.values()), key=LEVELS.index, default=REPRODUCED)
 
-    checked = {label: frozenset(per) for label, per in table.items() if weakest(per) != REPORTED}
+    def is_chance(per: Mapping[str, ConfigGroup]) -> bool:
+        return chance is not None and next(iter(per.values())).retriever == chance
+
+    checked = {label: frozenset(per) for label, per in table.items()
+               if weakest(per) != REPORTED and not is_chance(per)}
     core = headline_set(checked or {label: frozenset(per) for label, per in table.items()}, order)
     first = measures[0] if measures else None
+    shown_measures = list(dict.fromkeys([*measures, *([relevance] if relevance else []), *(tradeoff or ())]))
+    chance_rows = {b: g for per in table.values() if is_chance(per) for b, g in per.items()}
+    floors = {b: chance_floor(chance_rows.get(b), relevance) for b in order if b in core} if relevance else {}
+    floors = {b: f for b, f in floors.items() if f is not None}
     rows = []
     for label, per_bench in table.items():
         missing = [b for b in order if b in core and b not in per_bench]
         means: dict[str, float | None] = {}
         counts: dict[str, int] = {}
-        for m in measures:
+        for m in shown_measures:
             vals = [] if missing else [v for v in (per_bench[b].measure(m).mean for b in order if b in core)
                                        if v is not None]
             means[m], counts[m] = _mean(vals), len(vals)
         per_benchmark = {s.name: per_bench[s.name].measure(first).mean if first and s.name in per_bench else None
                          for s in secs}
         any_group = next(iter(per_bench.values()))
-        rows.append(SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing, weakest(per_bench),
-                             any_group.encoder, any_group.llm,
-                             " ".join(dict.fromkeys(g.note for g in per_bench.values() if g.note))))
+        row = SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing, weakest(per_bench),
+                       any_group.encoder, any_group.llm,
+                       " ".join(dict.fromkeys(g.note for g in per_bench.values() if g.note)),
+                       any_group.retriever, is_chance(per_bench))
+        if relevance and not row.chance:
+            row.below_chance = _below_chance(per_bench, floors, relevance)
+        rows.append(row)
 
     def rank(r: SuiteRow) -> tuple[Any, ...]:
+        if r.chance:
+            return (2, 0, False, r.label)
         if not r.ranked:
             return (1, len(r.missing), r.trust == REPORTED, r.label)
         if first is None or r.means[first] is None:
@@ -730,10 +846,33 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
         return (0, 0, (0, -v if measure_higher_is_better(first) else v), r.label)
 
     rows.sort(key=rank)
-    return SuiteComparison(name, description, list(measures), list(secs), rows, [b for b in order if b in core])
+    ranked = [r for r in rows if r.ranked]
+    if first is not None and values is not None and ranked:
+        core_order = [b for b in order if b in core]
+        cols = [_macro_column(table[r.label], core_order, first, values) for r in ranked]
+        for r, interval in zip(ranked, rank_intervals(cols, [r.means[first] for r in ranked],
+                                                      measure_higher_is_better(first), n_resamples=n_resamples)):
+            r.rank = interval
+    return SuiteComparison(name, description, list(measures), list(secs), rows, [b for b in order if b in core],
+                           relevance, chance, tradeoff)
 
 
-def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec]) -> list[SuiteComparison]:
+def _below_chance(per_bench: Mapping[str, ConfigGroup], floors: Mapping[str, float], relevance: str) -> str:
+    """Why a row is below chance on ``relevance`` over the benchmarks that have a chance floor and
+    a figure of the row ("" when it is above, or nothing can be compared)."""
+    mine = {b: per_bench[b].measure(relevance).mean for b in floors if b in per_bench}
+    both = [b for b, v in mine.items() if v is not None]
+    if not both:
+        return ""
+    row, floor = _mean([mine[b] for b in both]), _mean([floors[b] for b in both])
+    if row is None or floor is None or row > floor:
+        return ""
+    return (f"below chance on relevance: {relevance} {row:.3f}, not above the chance row's upper 95% bound "
+            f"{floor:.3f} ({len(both)} benchmark{'s' if len(both) != 1 else ''})")
+
+
+def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec], *,
+                      values: Values | None = None, n_resamples: int = N_RESAMPLES) -> list[SuiteComparison]:
     """A table per suite with a headline that has stored benchmarks, in registry order, then the
     ``other`` table of the benchmarks none of them lists (headline: each one's home suite's, else
     its first measure). Query slices (``nevir[:10]``, from ``--max-queries``) are in no table: a
@@ -750,16 +889,21 @@ def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[Suit
         if secs:
             members.append((spec, secs))
             placed |= {s.name for s in secs}
-    out = [suite_comparison(spec.name, spec.description, spec.headline, secs) for spec, secs in members]
+    out = [suite_comparison(spec.name, spec.description, spec.headline, secs, relevance=spec.relevance,
+                            chance=spec.chance, tradeoff=spec.tradeoff, values=values, n_resamples=n_resamples)
+           for spec, secs in members]
     rest = [s for s in sections if s.name not in placed and s.query_slice is None]
     if rest:
         measures: list[str] = []
-        for s in rest:
-            home = home_suite(s.name, s.task, specs)
+        homes = [home_suite(s.name, s.task, specs) for s in rest]
+        for s, home in zip(rest, homes):
             for m in (home.headline if home is not None else ()) or tuple(s.measures[:1]):
                 if m not in measures:
                     measures.append(m)
-        out.append(suite_comparison(OTHER_SUITE, "", measures, rest))
+        chance = next((h.chance for h in homes if h is not None and h.chance), None)
+        relevance = next((h.relevance for h in homes if h is not None and h.relevance), None)
+        out.append(suite_comparison(OTHER_SUITE, "", measures, rest, relevance=relevance, chance=chance,
+                                    values=values, n_resamples=n_resamples))
     return out
 
 
@@ -771,6 +915,51 @@ def assign_trust(sections: Sequence[BenchmarkSection], reproductions: Sequence[M
         for g in s.groups:
             levels = [trust_of(r.extra, (r.spec_hash, r.benchmark_version) in matched) for r in g.records]
             g.trust = max(levels, key=LEVELS.index) if levels else REPRODUCED
+
+
+CHANCE_LEVEL = "chance level"
+
+
+def order_rows(s: BenchmarkSection, home: SuiteSpec | None) -> tuple[str | None, dict[int, str]]:
+    """Order a benchmark's rows as its page shows them by default, and say why each unranked row is
+    not ranked: the ranked rows by the measure that orders its home suite's table (the suite's
+    first headline measure, when the rows have it; else the benchmark's first measure, which then
+    heads the columns), best first; then rows below chance on the suite's ``relevance`` measure
+    (:func:`chance_floor`), the chance row, and reported figures. Returns the ordering measure
+    and ``{row index: why it is not ranked}``."""
+    present = {m for g in s.groups for r in g.records for m in r.measures}
+    rank_measure = home.headline[0] if home is not None and home.headline and home.headline[0] in present else None
+    if rank_measure is not None and rank_measure in s.measures:
+        s.measures.remove(rank_measure)
+    if rank_measure is not None:
+        s.measures.insert(0, rank_measure)
+    rank_measure = rank_measure or (s.measures[0] if s.measures else None)
+    chance = home.chance if home is not None else None
+    relevance = home.relevance if home is not None else None
+    floor = None
+    if chance is not None and relevance is not None:
+        floor = next((f for f in (chance_floor(g, relevance) for g in s.groups if g.retriever == chance)
+                      if f is not None), None)
+
+    def why(g: ConfigGroup) -> str:
+        if chance is not None and g.retriever == chance:
+            return CHANCE_LEVEL
+        if g.trust == REPORTED:
+            return "reported figures, not checked here"
+        v = g.measure(relevance).mean if relevance is not None else None
+        if floor is not None and v is not None and v <= floor:
+            return (f"below chance on relevance: {relevance} {v:.3f}, not above the chance row's upper 95% "
+                    f"bound {floor:.3f}")
+        return ""
+
+    def place(g: ConfigGroup) -> int:
+        w = why(g)
+        return 0 if not w else 3 if g.trust == REPORTED else 2 if w == CHANCE_LEVEL else 1
+
+    higher = measure_higher_is_better(rank_measure) if rank_measure else True
+    s.groups.sort(key=lambda g: (place(g), _sort_value(g.measure(rank_measure), higher) if rank_measure
+                                 else (0, 0.0), g.display, g.benchmark_version))
+    return rank_measure, {i: w for i, g in enumerate(s.groups) if (w := why(g))}
 
 
 def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
@@ -791,6 +980,8 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
 
     benchmarks = []
     for s in sections:
+        home = home_suite(s.name, s.task, specs)
+        rank_measure, standing = order_rows(s, home)
         measures = s.all_measures()
         pq = [per_query.group(g) for g in s.groups]
         spec = comparison_suite(s.name, s.task, specs)
@@ -798,6 +989,15 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
         reference = spec.reference if spec is not None else None
         tests, refs = significance(s.groups, pq, measures, baselines=baselines, reference=reference,
                                    n_resamples=n_resamples)
-        benchmarks.append(BenchmarkComparison(s, measures, pq, tests, refs, baselines, reference,
-                                              spec.name if spec is not None else None))
-    return Leaderboard(records, benchmarks, suite_comparisons(sections, specs), sweeps, per_query, n_resamples)
+        ranks: dict[int, tuple[int, int]] = {}
+        ranked = [i for i in range(len(s.groups)) if i not in standing]
+        if rank_measure is not None and ranked:
+            intervals = rank_intervals([pq[i].get(rank_measure) or {} for i in ranked],
+                                       [s.groups[i].measure(rank_measure).mean for i in ranked],
+                                       measure_higher_is_better(rank_measure), n_resamples=n_resamples)
+            ranks = dict(zip(ranked, intervals))
+        benchmarks.append(BenchmarkComparison(
+            s, measures, pq, tests, refs, baselines, reference, spec.name if spec is not None else None,
+            rank_measure, standing, ranks, home.relevance if home else None, home.chance if home else None,
+            home.tradeoff if home else None))
+    return Leaderboard(records, benchmarks, suite_comparisons(sections, specs, values=per_query.group, n_resamples=n_resamples), sweeps, per_query, n_resamples)

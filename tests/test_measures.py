@@ -20,6 +20,7 @@ DECLARED = [
     ("Comp@3", True, RELEVANT_QUERIES, set(), 3),
     ("V@2", False, VIOLATING_QUERIES, {"violating"}, 3),
     ("FVR@10", True, VIOLATING_QUERIES, {"violating"}, 2),
+    ("Sat@10", True, RELEVANT_QUERIES, set(), 3),
     ("PairAcc", True, PAIRS, {"pairs"}, 3),
 ]
 
@@ -55,6 +56,8 @@ VALUES = [
     ("Comp@3", {"a": 0.0, "b": 0.0}),
     ("V@2", {"a": 0.0}),
     ("FVR@10", {"a": 3.0}),
+    ("Sat@10", {"a": 1.0, "b": 0.0}),  # d2 (rank 2) before the violating d3 (rank 3); b ranks nothing
+    ("Sat@1", {"a": 0.0, "b": 0.0}),
     ("PairAcc", {"p": 0.0}),
 ]
 
@@ -68,6 +71,55 @@ def test_value_by_hand(name: str, expected: dict[str, float]) -> None:
 
 def test_comp_needs_the_whole_set() -> None:
     assert evaluate(RUN, JUDGED, ["Comp@4"]).per_query["Comp@4"] == {"a": 1.0, "b": 0.0}
+
+
+def test_sat_by_hand_on_violations_above_and_below() -> None:
+    """Sat@k credits a query only when its first satisfying document (grade ≥ the threshold) is in
+    the top k and no violating document comes before it."""
+    run = Run({"v_first": [("v", 3.0), ("s", 2.0)], "s_first": [("s", 3.0), ("v", 2.0)],
+               "deep": [("x", 3.0), ("y", 2.0), ("s", 1.0)], "weak": [("w", 2.0), ("s", 1.0)],
+               "junk": [("x", 1.0)], "none": [("s", 1.0)]})
+    rel = {q: {"s": 2, "v": 0} for q in run}
+    rel["weak"]["w"] = 1  # topical but below the threshold of 2
+    rel["none"] = {"v": 0}  # nothing satisfies it: not scored
+    judged = Judgments(rel, {q: frozenset({"v"}) for q in run})
+    ev = evaluate(run, judged, ["Sat@1", "Sat@2", "Sat@10"], relevance_threshold=2)
+    assert ev.per_query["Sat@10"] == {"v_first": 0.0, "s_first": 1.0, "deep": 1.0, "weak": 1.0, "junk": 0.0}
+    assert ev.per_query["Sat@2"] == {"v_first": 0.0, "s_first": 1.0, "deep": 0.0, "weak": 1.0, "junk": 0.0}
+    assert ev.per_query["Sat@1"] == {"v_first": 0.0, "s_first": 1.0, "deep": 0.0, "weak": 0.0, "junk": 0.0}
+    assert ev.means["Sat@10"] == pytest.approx(3 / 5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sat_matches_a_direct_formulation(seed: int) -> None:
+    """Sat@k against a loop over each ranking, on random runs, alone and beside deeper measures
+    (which widen the rank matrix it reads)."""
+    import random
+
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(30)]
+    run, rel, viol = Run(), {}, {}
+    for q in (f"q{i}" for i in range(40)):
+        ranked = rng.sample(docs, rng.randint(0, 20))
+        run[q] = [(d, float(30 - r)) for r, d in enumerate(ranked)]
+        judged = rng.sample(docs, 6)
+        rel[q] = {d: rng.choice((0, 1, 2)) for d in judged[:4]}
+        viol[q] = frozenset(judged[4:4 + rng.randint(0, 2)])
+    judgments = Judgments(rel, viol)
+
+    def direct(q: str, k: int) -> float:
+        for d, _ in run[q][:k]:
+            if d in viol[q]:
+                return 0.0
+            if rel[q].get(d, 0) >= 2:
+                return 1.0
+        return 0.0
+
+    for k in (1, 3, 10):
+        want = {q: direct(q, k) for q in rel if any(g >= 2 for g in rel[q].values())}
+        for names in ([f"Sat@{k}"], [f"Sat@{k}", "V@15", "nDCG@20"]):
+            ev = evaluate(run, judgments, names, relevance_threshold=2)
+            assert ev.per_query[f"Sat@{k}"] == want
 
 
 def test_columns_follow_registration_order() -> None:
@@ -96,7 +148,8 @@ def test_a_document_listed_twice_counts_at_its_first_rank(seed: int) -> None:
         clean[q] = [(d if r != b else f"unjudged{q}", float(20 - r)) for r, d in enumerate(copy)]
     pairs = [Pair("q0", next(iter(rel["q0"])), "q1", next(iter(rel["q1"])), "p0")]
     judged = Judgments(rel, viol)
-    for names in (["nDCG@10", "MAP@10", "R@5", "R@10", "P@1", "RR@10", "Comp@5", "V@3", "FVR@10", "PairAcc"],
-                  ["nDCG@5", "R@16", "V@16", "PairAcc"]):
+    for names in (["nDCG@10", "MAP@10", "R@5", "R@10", "P@1", "RR@10", "Comp@5", "V@3", "FVR@10", "Sat@10",
+                   "PairAcc"],
+                  ["nDCG@5", "R@16", "V@16", "Sat@16", "PairAcc"]):
         got, want = evaluate(dup, judged, names, pairs=pairs), evaluate(clean, judged, names, pairs=pairs)
         assert got.per_query == want.per_query and got.means == want.means

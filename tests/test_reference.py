@@ -90,7 +90,7 @@ def test_build_bundle_import_and_show(reference: dict[str, Path], tmp_path: Path
     assert is_reference(recs["bm25 (k1=0.5)"].extra) and trust_of(recs["bm25 (k1=0.5)"].extra) == "verified"
     root = parse((site / "index.html").read_text(encoding="utf-8"))
     _, rows = table_rows(root.by_id("overview-other"))
-    trust = {r[0].find("a").text().strip(): r[3].text().strip() for r in rows}
+    trust = {r[0].find("a").text().strip(): r[4].text().strip() for r in rows}
     assert trust == {"bm25": "reproduced", "bm25 (k1=0.5)": "verified"}
     # the configuration's note from the plan is marked beside its row
     assert [r[0].find("sup", "note-mark").attrs.get("title") for r in rows if "note" in r[0].text()] == \

@@ -258,7 +258,7 @@ def test_overview_suite_averages_and_order(site):
     assert "sortable" in table.classes
     heads, rows = table_rows(table)
     names = [h.text().strip().rstrip("↑↓") for h in heads]
-    assert names == ["retriever", "encoder", "LLM", "trust", "V@2", "FVR@10", "PairAcc", "nDCG@10", "benchmarks",
+    assert names == ["retriever", "rank", "encoder", "LLM", "trust", "V@2", "FVR@10", "PairAcc", "nDCG@10", "benchmarks",
                      "negconstraint", "diag/antonym"]
     assert all(h.attrs.get("data-sort") in ("num", "text") for h in heads)
     # rows ordered by the suite mean of V@2, ascending (lower is better)
@@ -277,38 +277,39 @@ def test_overview_suite_averages_and_order(site):
     # beside rows measured on both benchmarks (their one-benchmark mean would be another average)
     assert order == sorted(expect_v2, key=lambda k: expect_v2[k])
     for label, v in expect_v2.items():
-        cell = by[label][4]
+        cell = by[label][5]
         assert float(cell.attrs["data-value"]) == pytest.approx(v)
         assert cell.text().strip() == fmt_num(v)
     assert "negconstraint, diag/antonym" in root.find("p", "headline-set").text()
     aheads, arows = table_rows(root.by_id("overview-constraint-apart"))
     anames = [h.text().strip().rstrip("↑↓") for h in aheads]
-    assert anames == ["retriever", "encoder", "LLM", "trust", "V@2", "FVR@10", "PairAcc", "nDCG@10", "benchmarks",
-                      "missing", "negconstraint", "diag/antonym"]
+    assert anames == ["retriever", "rank", "encoder", "LLM", "trust", "V@2", "FVR@10", "PairAcc", "nDCG@10",
+                      "benchmarks", "why not ranked", "negconstraint", "diag/antonym"]
     apart = {r[0].text().strip(): r for r in arows}
     assert set(apart) == {"coder-seq", XSS}
     for label, key in (("coder-seq", "coder"), (XSS, "xss")):
         r = apart[label]
-        assert [c.attrs["data-value"] for c in r[4:8]] == ["", "", "", ""]  # no headline figure
-        assert "not run on diag/antonym" in r[4].attrs["title"]
-        assert r[8].text().strip() == "1/2" and r[9].text().strip() == "diag/antonym"
-        assert float(r[10].attrs["data-value"]) == pytest.approx(neg_mean(key))  # its own benchmark is shown
-        assert r[11].attrs["data-value"] == ""
+        assert r[1].text().strip() == "–"  # no rank
+        assert [c.attrs["data-value"] for c in r[5:9]] == ["", "", "", ""]  # no headline figure
+        assert "not run on diag/antonym" in r[5].attrs["title"]
+        assert r[9].text().strip() == "1/2" and r[10].text().strip() == "not run on diag/antonym"
+        assert float(r[11].attrs["data-value"]) == pytest.approx(neg_mean(key))  # its own benchmark is shown
+        assert r[12].attrs["data-value"] == ""
     # computed here: reproduced; the test records name no encoder and no LLM
     assert [by["bm25"][i].text().strip() for i in (1, 2, 3)] == ["–", "–", "reproduced"]
     # PairAcc exists on diag/antonym only
-    assert float(by["dense"][6].attrs["data-value"]) == pytest.approx(1.0)
+    assert float(by["dense"][7].attrs["data-value"]) == pytest.approx(1.0)
     # FVR@10 mean over the two benchmarks
     fvr_bm25 = np.mean([np.mean(list(FVR["bm25"].values())), np.mean(list(ANT["bm25"]["FVR@10"].values()))])
-    assert float(by["bm25"][5].attrs["data-value"]) == pytest.approx(fvr_bm25)
+    assert float(by["bm25"][6].attrs["data-value"]) == pytest.approx(fvr_bm25)
     # coverage and per-benchmark columns (V@2 of each benchmark)
-    assert by["bm25"][8].attrs["data-value"] == "2" and by["bm25"][8].text().strip() == "2/2"
-    assert float(by["bm25"][9].attrs["data-value"]) == pytest.approx(neg_mean("bm25"))
+    assert by["bm25"][9].attrs["data-value"] == "2" and by["bm25"][9].text().strip() == "2/2"
+    assert float(by["bm25"][10].attrs["data-value"]) == pytest.approx(neg_mean("bm25"))
     # the first headline header carries the initial sort state
-    assert heads[4].attrs.get("aria-sort") == "ascending"
-    assert [h for h in heads if "aria-sort" in h.attrs] == [heads[4]]
+    assert heads[5].attrs.get("aria-sort") == "ascending"
+    assert [h for h in heads if "aria-sort" in h.attrs] == [heads[5]]
     # header links to benchmark pages, row links to retriever pages
-    assert heads[9].find("a").attrs["href"] == "bench/negconstraint.html"
+    assert heads[10].find("a").attrs["href"] == "bench/negconstraint.html"
     assert by["bm25"][0].find("a").attrs["href"] == "retriever/bm25.html"
 
     # topical: nDCG@10 descending; the undescribed-suite benchmark goes to "other"
@@ -317,7 +318,7 @@ def test_overview_suite_averages_and_order(site):
     other = root.by_id("overview-other")
     oheads, orows = table_rows(other)
     assert [h.text().strip() for h in oheads][-1] == "my-data"
-    assert float(orows[0][4].attrs["data-value"]) == pytest.approx(0.4)
+    assert float(orows[0][5].attrs["data-value"]) == pytest.approx(0.4)
     with pytest.raises(AssertionError):
         root.by_id("overview-completeness")  # no stored results: skipped
     links = {a.attrs["href"] for a in root.iter("a")}
@@ -334,8 +335,8 @@ def test_benchmark_table_and_holm_marks(site):
     labels = [r[0].text().replace("baseline", "").strip() for r in rows]
     # retriever, seeds (with the per-query links) and queries come first, so a wide table never
     # hides them; the measures follow
-    assert [h.text().strip() for h in heads[:6]] == ["retriever", "seeds", "queries", "encoder", "LLM", "trust"]
-    col = {m: 6 + i for i, m in enumerate(measures)}
+    assert [h.text().strip() for h in heads[:7]] == ["retriever", "rank", "seeds", "queries", "encoder", "LLM", "trust"]
+    col = {m: 7 + i for i, m in enumerate(measures)}
     row = dict(zip(labels, rows))
 
     # per-query means over seeds for dense
@@ -762,7 +763,7 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
         for i, (g, tds) in enumerate(zip(b.groups, rows)):
             assert tds[0].find("a").text() == g.display
             for j, m in enumerate(b.measures):
-                cell, agg = tds[6 + j], g.measure(m)
+                cell, agg = tds[7 + j], g.measure(m)
                 assert cell.attrs["data-value"] == ("" if agg.mean is None else repr(agg.mean))
                 extras = [s.text() for s in cell.iter("span", "extra")]
                 if agg.std is not None:
@@ -797,10 +798,11 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
     _, apart = table_rows(root.by_id("overview-constraint-apart"))
     assert [r[0].text().strip() for r in rows] == [r.label for r in constraint.ranked]
     assert [r[0].text().strip() for r in apart] == [r.label for r in constraint.apart]
-    assert constraint.rows == constraint.ranked + constraint.apart  # never a complete row below an incomplete one
+    # never a complete row below an incomplete one; the chance level last, on its own
+    assert constraint.rows == constraint.ranked + constraint.apart + constraint.chance
     assert constraint.headline_benchmarks == ["negconstraint", "diag/antonym"]
     for tds, r in zip(rows + apart, constraint.rows):
-        assert [td.attrs["data-value"] for td in tds[4:4 + len(constraint.measures)]] == \
+        assert [td.attrs["data-value"] for td in tds[5:5 + len(constraint.measures)]] == \
             [repr(r.means[m]) if r.means[m] is not None else "" for m in constraint.measures]
         assert tds[-2].attrs["data-value"] == (repr(r.per_benchmark["negconstraint"])
                                                if r.per_benchmark["negconstraint"] is not None else "")

@@ -3,7 +3,8 @@
 Names follow ir_measures: ``parse_measure("nDCG@10")`` is ``NDCG(cutoff=10)``. Each family is one
 class in one module of this package — the standard ones (``nDCG``, ``MAP``, ``R``, ``P``, ``RR``)
 in :mod:`.trec`, ours in :mod:`.completeness` (``Comp@k``), :mod:`.violation` (``V@k``,
-``FVR@k``) and :mod:`.pairs` (``PairAcc``) — carrying its direction, what it is averaged over,
+``FVR@k``), :mod:`.satisfied` (``Sat@k``, the constraint table's headline) and :mod:`.pairs`
+(``PairAcc``) — carrying its direction, what it is averaged over,
 what a benchmark needs for it and its display precision; the runner's defaults, the CLI's
 formatting and the pages' column order and precision all read them from here. Adding a measure
 is one module with a ``@register``-ed class, imported below.
@@ -34,12 +35,13 @@ from .base import (ALL_QUERIES, PAIRS, RELEVANT_QUERIES, VIOLATING_QUERIES, Eval
 from .trec import MAP, NDCG, RR, Precision, Recall, TrecMeasure  # noqa: E402
 from .completeness import Comp, completeness_at_k  # noqa: E402
 from .violation import FVR, V, first_violating_rank, violation_at_k  # noqa: E402
+from .satisfied import Sat, satisfied_at_k  # noqa: E402
 from .pairs import PairAcc, pair_accuracy, pair_documents  # noqa: E402
 
 # The measures every result of a task family gets (besides its benchmark's own defaults).
 TASK_DEFAULTS: dict[str, tuple[str, ...]] = {
-    "constraint": tuple(f"V@{k}" for k in range(1, 11)) + ("FVR@10", "nDCG@10", "MAP@10", "R@1", "R@5",
-                                                         "R@10", "R@100"),
+    "constraint": ("Sat@1", "Sat@10") + tuple(f"V@{k}" for k in range(1, 11)) + (
+        "FVR@10", "nDCG@10", "MAP@10", "R@1", "R@5", "R@10", "R@100"),
     "topical": ("nDCG@10", "MAP@10", "R@10", "R@100", "P@1", "RR@10"),
     "completeness": ("Comp@3", "Comp@5", "Comp@10", "R@3", "R@5", "R@10", "nDCG@10"),
 }
@@ -126,8 +128,8 @@ def group_by(per_query: Mapping[str, Mapping[str, float]], groups: Mapping[str, 
 
 __all__ = [
     "ALL_QUERIES", "PAIRS", "RELEVANT_QUERIES", "VIOLATING_QUERIES", "TASK_DEFAULTS", "EvalInput", "Evaluation",
-    "GroupValue", "Measure", "Comp", "FVR", "MAP", "NDCG", "PairAcc", "Precision", "RR", "Recall", "TrecMeasure", "V",
-    "completeness_at_k", "evaluate", "families", "first_violating_rank", "format_value", "group_by",
-    "higher_is_better", "pair_accuracy", "pair_documents", "parse_measure", "register", "sort_key",
-    "violation_at_k",
+    "GroupValue", "Measure", "Comp", "FVR", "MAP", "NDCG", "PairAcc", "Precision", "RR", "Recall", "Sat",
+    "TrecMeasure", "V", "completeness_at_k", "evaluate", "families", "first_violating_rank", "format_value", "group_by",
+    "higher_is_better", "pair_accuracy", "pair_documents", "parse_measure", "register", "satisfied_at_k",
+    "sort_key", "violation_at_k",
 ]

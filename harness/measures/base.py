@@ -191,6 +191,11 @@ class Measure:
     averaged_over: ClassVar[str] = ALL_QUERIES
     needs: ClassVar[frozenset[str]] = frozenset()
     decimals: ClassVar[int] = 3
+    # the expected value of a ranking that ignores the query, where it follows from the measure's
+    # definition alone (PairAcc: 0.25), with why; None where it depends on the benchmark (the
+    # `random` retriever's row on the board measures it there)
+    chance: ClassVar[float | None] = None
+    chance_why: ClassVar[str] = ""
     has_cutoff: ClassVar[bool] = True
     # whether the measure reads nothing of a ranking below its cutoff: the rank lookups of
     # EvalInput (found, ranks, membership) then reach the deepest such cutoff, EvalInput.depth

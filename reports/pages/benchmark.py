@@ -12,12 +12,13 @@ from harness.measures import group_by, parse_measure
 from harness.store import ResultRecord
 
 from .. import plots
-from ..compare import BASELINE, REFERENCE, BenchmarkComparison, PairedTest, base_name, measure_higher_is_better
+from ..compare import BASELINE, CHANCE_LEVEL, REFERENCE, BenchmarkComparison, PairedTest, base_name, measure_higher_is_better
+from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
 from harness.trust import DESCRIPTIONS, LEVELS, REPORTED
 
-from .common import Site, fmt_count, header, initial_aria, json_value, legend, raw
+from .common import Site, fmt_count, header, initial_aria, json_value, legend, rank_text, rank_title, raw
 
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
 
@@ -89,7 +90,9 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
     best: list[Decimal | None] = []
     for j, m in enumerate(measures):
         dec = measure_decimals(m)
-        vals = [round_half_up(row[j].mean, dec) for row in aggs if row[j].mean is not None]
+        # (the chance row and rows below chance on relevance are never the best of a column)
+        vals = [round_half_up(row[j].mean, dec) for i, row in enumerate(aggs)
+                if row[j].mean is not None and i not in b.standing]
         best.append((max(vals) if measure_higher_is_better(m) else min(vals)) if vals else None)
 
     rows = []
@@ -118,11 +121,18 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
                 "value": fmt_num(agg.mean, dec),
                 "extra": extra,
                 "title": "; ".join(title),
-                "best": agg.mean is not None and best[j] is not None and round_half_up(agg.mean, dec) == best[j],
+                "best": (i not in b.standing and agg.mean is not None and best[j] is not None
+                         and round_half_up(agg.mean, dec) == best[j]),
                 "marks": marks,
             })
         nq = g.n_queries
+        why = b.standing.get(i, "")
+        rank = b.ranks.get(i)
         rows.append({
+            "rank": rank_text(rank), "rank_raw": str(rank[0]) if rank else "",
+            "rank_title": rank_title(rank, b.rank_measure) if rank else f"not ranked: {why}",
+            "why": why, "chance": why == CHANCE_LEVEL, "below_chance": why.startswith("below chance"),
+            "anchor": "row-" + site.retriever_slugs[g.display] + (f"-{g.benchmark_version[:8]}" if len(b.section.versions) > 1 else ""),
             "label": g.display,
             "slug": site.retriever_slugs[g.display],
             "retriever": g.retriever,
@@ -147,12 +157,34 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
         })
     rows.sort(key=lambda r: r["trust"] == REPORTED)  # reported figures never above checked ones
     notes = {r["label"]: r["note"] for r in rows if r["note"]}
-    return {"headers": headers, "rows": rows, "legend": legend(measures),
+    return {"headers": headers, "rows": rows, "legend": legend(measures), "rank_measure": b.rank_measure or "",
+            "chance": b.chance or "", "relevance": b.relevance or "",
+            "has_chance": any(r["chance"] for r in rows), "tied": any(r["rank"] and "–" in r["rank"] for r in rows),
+            "tradeoff": {"svg": tradeoff_plot(b, rows)},
             "notes": [{"label": k, "note": v} for k, v in notes.items()],
             "all_noted": bool(rows) and len(notes) == len(rows),
             "trusts": sorted({r["trust"] for r in rows}, key=LEVELS.index),
             "marked": sorted({mk["kind"] for r in rows for c in r["cells"] for mk in c["marks"]}),
             "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"])}
+
+
+def tradeoff_plot(b: BenchmarkComparison, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The benchmark's trade-off scatter (its home suite's ``tradeoff`` measures) of every row with
+    both figures, each point linked to its row of the results table."""
+    if b.tradeoff is None:
+        return ""
+    xm, ym = b.tradeoff
+    by_label = {r["label"]: r for r in rows}
+    points = []
+    for i, g in enumerate(b.groups):
+        r = by_label.get(g.display)
+        kind = "chance" if b.standing.get(i) == CHANCE_LEVEL else "apart" if i in b.standing else "ranked"
+        points.append(Point(g.display, g.measure(xm).mean, g.measure(ym).mean,
+                            f"#{r['anchor']}" if r else "", kind))
+    if sum(1 for p in points if p.x is not None and p.y is not None) < 2:
+        return ""
+    return scatter_svg(points, title=f"{b.section.display or b.name}: {xm} against {ym}", x_label=xm, y_label=ym,
+                       x_higher=measure_higher_is_better(xm), y_higher=measure_higher_is_better(ym))
 
 
 def legend_refs(b: BenchmarkComparison) -> list[dict[str, str]]:

@@ -166,10 +166,32 @@ def legend(measures: Sequence[str]) -> list[dict[str, str]]:
             ks = sorted(int(_described(n)[1] or 0) for n in names)  # type: ignore[index]
             name = f"{key}@k (k = {', '.join(map(str, ks))})"
             text = f"{d[2]}; averaged over {d[3]}" if d[3] else d[2]
-        out.append({"name": name, "members": " ".join(names),
+        meas = parse_measure(m) if d is not None else None
+        chance = (f"Chance level {meas.chance:g}: {meas.chance_why}"
+                  if meas is not None and meas.chance is not None else "")
+        out.append({"name": name, "members": " ".join(names), "chance": chance,
                     "definition": text or "a measure this version of the harness does not describe",
                     "direction": "higher is better" if higher else "lower is better", "arrow": "↑" if higher else "↓"})
     return out
+
+
+def rank_text(rank: tuple[int, int] | None) -> str:
+    """A rank interval as the rank column prints it: ``3`` when the tests separate the row from
+    every other, ``2–5`` when they do not; "–" for an unranked row."""
+    if rank is None:
+        return "–"
+    lo, hi = rank
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def rank_title(rank: tuple[int, int] | None, measure: str | None) -> str:
+    if rank is None:
+        return "not ranked"
+    lo, hi = rank
+    if lo == hi:
+        return f"rank {lo}: {measure} significantly different from every other ranked row (paired tests, Holm-adjusted)"
+    return (f"rank {lo} to {hi}: on {measure}, not significantly different from the rows it could trade "
+            "places with (paired randomisation tests, Holm-adjusted over all pairs)")
 
 
 def header(m: str, *, sort: str = "num", headline: bool = False, n_note: str = "", n_title: str = "",

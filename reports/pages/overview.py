@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..compare import SuiteComparison
+from ..scatter import Point, scatter_svg
 from ..sweeps import sweep_grids
+from ..compare import measure_higher_is_better
 from ..text import fmt_num, measure_decimals, slugify
 from harness.trust import DESCRIPTIONS, LEVELS
 
-from .common import Site, header, initial_aria, legend, raw
+from .common import Site, header, initial_aria, legend, rank_text, rank_title, raw
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."
 
@@ -42,14 +44,20 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
                         "core": s.name in core}
                        for s in suite.benchmarks]
         have = n_core - len(row.missing)
-        return {"label": row.label, "slug": site.retriever_slugs[row.label], "coverage": row.coverage,
+        slug = site.retriever_slugs[row.label]
+        return {"label": row.label, "slug": slug, "coverage": row.coverage,
                 "encoder": row.encoder, "llm": row.llm, "trust": row.trust, "note": row.note,
                 "core_coverage": f"{have}/{n_core}", "cells": cells, "bench_cells": bench_cells,
-                "missing": [names[b] for b in row.missing]}
+                "missing": [names[b] for b in row.missing], "chance": row.chance,
+                "why": ("not run on " + ", ".join(names[b] for b in row.missing)) if row.missing else row.why_apart,
+                "rank": rank_text(row.rank), "rank_raw": str(row.rank[0]) if row.rank else "",
+                "rank_title": rank_title(row.rank, first), "anchor": f"{table_id}-row-{slug}"}
+
+    table_id = "overview-" + slugify(suite.name, used)
 
     return {
         "name": suite.name,
-        "id": "overview-" + slugify(suite.name, used),
+        "id": table_id,
         "description": OTHER_DESCRIPTION if suite.other else suite.description,
         "headers": [header(m, headline=True, aria=initial_aria(first) if m == first else "")
                     for m in suite.measures],
@@ -60,9 +68,29 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
         "outside": [names[b] for b in suite.outside_headline],
         "rows": [row_view(r) for r in suite.ranked],
         "apart": [row_view(r) for r in suite.apart],
+        "chance": [row_view(r) for r in suite.chance],
+        "chance_retriever": suite.chance_retriever or "",
+        "relevance": suite.relevance or "",
+        "tied": any(r.rank and r.rank[0] != r.rank[1] for r in suite.ranked),
+        "tradeoff": {"svg": tradeoff_plot(site, suite, table_id)},
         "legend": legend(suite.measures),
         "trusts": sorted({r.trust for r in suite.rows}, key=LEVELS.index),
     }
+
+
+def tradeoff_plot(site: Site, suite: SuiteComparison, table_id: str) -> str:
+    """The suite's trade-off scatter (its ``tradeoff`` measures, means over the headline
+    benchmarks) of every row with both figures, each point linked to its row in the table."""
+    if suite.tradeoff is None:
+        return ""
+    xm, ym = suite.tradeoff
+    points = [Point(r.label, r.means.get(xm), r.means.get(ym),
+                    f"#{table_id}-row-{site.retriever_slugs[r.label]}",
+                    "chance" if r.chance else "ranked" if r.ranked else "apart") for r in suite.rows]
+    if not any(p.x is not None and p.y is not None for p in points):
+        return ""
+    return scatter_svg(points, title=f"{suite.name}: {xm} against {ym}", x_label=xm, y_label=ym,
+                       x_higher=measure_higher_is_better(xm), y_higher=measure_higher_is_better(ym))
 
 
 def render(site: Site) -> None:
