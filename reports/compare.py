@@ -726,8 +726,8 @@ Values = Callable[[ConfigGroup], Mapping[str, Mapping[str, float]]]  # a row's p
 
 def chance_floor(chance: ConfigGroup | None, measure: str) -> float | None:
     """The upper end of the chance row's 95% interval on ``measure`` (its bootstrap CI with one
-    seed; with several, the highest per-seed mean): a row not above it has, as far as the
-    measure can tell, retrieved no more of what the queries ask for than a random ranking."""
+    seed; with several, the highest per-seed mean): what a row without per-query values must be
+    above (:func:`below_chance`)."""
     if chance is None:
         return None
     agg = chance.measure(measure)
@@ -736,6 +736,45 @@ def chance_floor(chance: ConfigGroup | None, measure: str) -> float | None:
     if agg.ci is not None:
         return agg.ci[1]
     return max(agg.values) if agg.values else agg.mean
+
+
+@dataclass(frozen=True)
+class ChanceCheck:
+    """One row's topical figures beside the chance row's, on the same queries."""
+
+    mine: Mapping[str, float]  # the row's per-query values (empty: none stored)
+    chance: Mapping[str, float]  # the chance row's
+    mine_mean: float | None
+    chance_mean: float | None
+    chance_high: float | None  # the chance row's upper 95% bound (chance_floor)
+
+
+def below_chance(checks: Sequence[ChanceCheck], measure: str, *, n_resamples: int = N_RESAMPLES,
+                 alpha: float = ALPHA) -> list[str]:
+    """For each row, why it is below chance on ``measure`` ("" when it is above, or when nothing
+    can be compared). A row is above chance when its mean is above the chance row's and a
+    two-sided paired randomisation test on their per-query values rejects equality at ``alpha``
+    (a ranking that hits a relevant document on a handful of queries is not above chance); a row
+    without per-query values, when its mean is above the chance row's upper 95% bound."""
+    tested = [i for i, c in enumerate(checks) if c.mine and c.chance]
+    pvalues = dict(zip(tested, paired_randomization_tests([(checks[i].mine, checks[i].chance) for i in tested],
+                                                          n_resamples=n_resamples, seed=0)))
+    out = []
+    for i, c in enumerate(checks):
+        if c.mine_mean is None or c.chance_mean is None:
+            out.append("")
+        elif i in pvalues:
+            p = pvalues[i]
+            above = c.mine_mean > c.chance_mean and p == p and p < alpha
+            out.append("" if above else f"below chance on relevance: {measure} {c.mine_mean:.3f} against the chance "
+                                         f"row's {c.chance_mean:.3f} (paired randomisation test p = {p:.2g})")
+        elif c.chance_high is not None:
+            out.append("" if c.mine_mean > c.chance_high else
+                       f"below chance on relevance: {measure} {c.mine_mean:.3f}, not above the chance row's upper "
+                       f"95% bound {c.chance_high:.3f}")
+        else:
+            out.append("")
+    return out
 
 
 def rank_intervals(columns: Sequence[Mapping[str, float]], means: Sequence[float | None], higher: bool, *,
@@ -790,7 +829,7 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
     each with its rank interval (:func:`rank_intervals`, from ``values``, a row's per-query values);
     then the rows that are not ranked (:attr:`SuiteRow.why_apart`): those that lack a headline
     benchmark (by how many they lack, with no headline figure), reported figures, and rows whose
-    ``relevance`` measure is not above the ``chance`` row's (:func:`chance_floor`); then the chance
+    ``relevance`` measure is not above the ``chance`` row's (:func:`below_chance`); then the chance
     row itself."""
     table: dict[str, dict[str, ConfigGroup]] = {}
     for s in secs:
@@ -813,8 +852,6 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
     first = measures[0] if measures else None
     shown_measures = list(dict.fromkeys([*measures, *([relevance] if relevance else []), *(tradeoff or ())]))
     chance_rows = {b: g for per in table.values() if is_chance(per) for b, g in per.items()}
-    floors = {b: chance_floor(chance_rows.get(b), relevance) for b in order if b in core} if relevance else {}
-    floors = {b: f for b, f in floors.items() if f is not None}
     rows = []
     for label, per_bench in table.items():
         missing = [b for b in order if b in core and b not in per_bench]
@@ -831,9 +868,13 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
                        any_group.encoder, any_group.llm,
                        " ".join(dict.fromkeys(g.note for g in per_bench.values() if g.note)),
                        any_group.retriever, is_chance(per_bench))
-        if relevance and not row.chance:
-            row.below_chance = _below_chance(per_bench, floors, relevance)
         rows.append(row)
+    if relevance and chance_rows:
+        others = [r for r in rows if not r.chance]
+        checks = [_chance_check(table[r.label], chance_rows, [b for b in order if b in core], relevance, values)
+                  for r in others]
+        for r, why in zip(others, below_chance(checks, relevance, n_resamples=n_resamples)):
+            r.below_chance = why
 
     def rank(r: SuiteRow) -> tuple[Any, ...]:
         if r.chance:
@@ -857,18 +898,20 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
                            relevance, chance, tradeoff)
 
 
-def _below_chance(per_bench: Mapping[str, ConfigGroup], floors: Mapping[str, float], relevance: str) -> str:
-    """Why a row is below chance on ``relevance`` over the benchmarks that have a chance floor and
-    a figure of the row ("" when it is above, or nothing can be compared)."""
-    mine = {b: per_bench[b].measure(relevance).mean for b in floors if b in per_bench}
-    both = [b for b, v in mine.items() if v is not None]
+def _chance_check(per_bench: Mapping[str, ConfigGroup], chance: Mapping[str, ConfigGroup], benchmarks: Sequence[str],
+                  measure: str, values: Values | None) -> ChanceCheck:
+    """A suite row beside the chance row on ``measure``, over the headline benchmarks both have a
+    figure on (means of the per-benchmark means; per-query values weighted as in those means)."""
+    both = [b for b in benchmarks if b in per_bench and b in chance
+            and per_bench[b].measure(measure).mean is not None and chance[b].measure(measure).mean is not None]
     if not both:
-        return ""
-    row, floor = _mean([mine[b] for b in both]), _mean([floors[b] for b in both])
-    if row is None or floor is None or row > floor:
-        return ""
-    return (f"below chance on relevance: {relevance} {row:.3f}, not above the chance row's upper 95% bound "
-            f"{floor:.3f} ({len(both)} benchmark{'s' if len(both) != 1 else ''})")
+        return ChanceCheck({}, {}, None, None, None)
+    highs = [chance_floor(chance[b], measure) for b in both]
+    mine = _macro_column(per_bench, both, measure, values) if values is not None else {}
+    theirs = _macro_column(chance, both, measure, values) if values is not None else {}
+    return ChanceCheck(mine, theirs, _mean([per_bench[b].measure(measure).mean for b in both]),  # type: ignore[misc]
+                       _mean([chance[b].measure(measure).mean for b in both]),  # type: ignore[misc]
+                       _mean(highs) if all(h is not None for h in highs) else None)  # type: ignore[arg-type]
 
 
 def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec], *,
@@ -920,13 +963,14 @@ def assign_trust(sections: Sequence[BenchmarkSection], reproductions: Sequence[M
 CHANCE_LEVEL = "chance level"
 
 
-def order_rows(s: BenchmarkSection, home: SuiteSpec | None) -> tuple[str | None, dict[int, str]]:
+def order_rows(s: BenchmarkSection, home: SuiteSpec | None, values: Values,
+               n_resamples: int = N_RESAMPLES) -> tuple[str | None, dict[int, str]]:
     """Order a benchmark's rows as its page shows them by default, and say why each unranked row is
     not ranked: the ranked rows by the measure that orders its home suite's table (the suite's
     first headline measure, when the rows have it; else the benchmark's first measure, which then
     heads the columns), best first; then rows below chance on the suite's ``relevance`` measure
-    (:func:`chance_floor`), the chance row, and reported figures. Returns the ordering measure
-    and ``{row index: why it is not ranked}``."""
+    (:func:`below_chance`), the chance row, and reported figures. Returns the ordering measure and
+    ``{row index: why it is not ranked}``."""
     present = {m for g in s.groups for r in g.records for m in r.measures}
     rank_measure = home.headline[0] if home is not None and home.headline and home.headline[0] in present else None
     if rank_measure is not None and rank_measure in s.measures:
@@ -936,30 +980,30 @@ def order_rows(s: BenchmarkSection, home: SuiteSpec | None) -> tuple[str | None,
     rank_measure = rank_measure or (s.measures[0] if s.measures else None)
     chance = home.chance if home is not None else None
     relevance = home.relevance if home is not None else None
-    floor = None
-    if chance is not None and relevance is not None:
-        floor = next((f for f in (chance_floor(g, relevance) for g in s.groups if g.retriever == chance)
-                      if f is not None), None)
-
-    def why(g: ConfigGroup) -> str:
+    why: dict[int, str] = {}  # by id() of the group, before the groups are sorted
+    base = next((g for g in s.groups if chance is not None and g.retriever == chance), None)
+    for g in s.groups:
         if chance is not None and g.retriever == chance:
-            return CHANCE_LEVEL
-        if g.trust == REPORTED:
-            return "reported figures, not checked here"
-        v = g.measure(relevance).mean if relevance is not None else None
-        if floor is not None and v is not None and v <= floor:
-            return (f"below chance on relevance: {relevance} {v:.3f}, not above the chance row's upper 95% "
-                    f"bound {floor:.3f}")
-        return ""
+            why[id(g)] = CHANCE_LEVEL
+        elif g.trust == REPORTED:
+            why[id(g)] = "reported figures, not checked here"
+    if base is not None and relevance is not None:
+        others = [g for g in s.groups if id(g) not in why]
+        theirs = values(base).get(relevance) or {}
+        checks = [ChanceCheck(values(g).get(relevance) or {}, theirs, g.measure(relevance).mean,
+                              base.measure(relevance).mean, chance_floor(base, relevance)) for g in others]
+        for g, w in zip(others, below_chance(checks, relevance, n_resamples=n_resamples)):
+            if w:
+                why[id(g)] = w
 
     def place(g: ConfigGroup) -> int:
-        w = why(g)
+        w = why.get(id(g), "")
         return 0 if not w else 3 if g.trust == REPORTED else 2 if w == CHANCE_LEVEL else 1
 
     higher = measure_higher_is_better(rank_measure) if rank_measure else True
     s.groups.sort(key=lambda g: (place(g), _sort_value(g.measure(rank_measure), higher) if rank_measure
                                  else (0, 0.0), g.display, g.benchmark_version))
-    return rank_measure, {i: w for i, g in enumerate(s.groups) if (w := why(g))}
+    return rank_measure, {i: why[id(g)] for i, g in enumerate(s.groups) if id(g) in why}
 
 
 def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
@@ -981,7 +1025,7 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
     benchmarks = []
     for s in sections:
         home = home_suite(s.name, s.task, specs)
-        rank_measure, standing = order_rows(s, home)
+        rank_measure, standing = order_rows(s, home, per_query.group, n_resamples)
         measures = s.all_measures()
         pq = [per_query.group(g) for g in s.groups]
         spec = comparison_suite(s.name, s.task, specs)

@@ -55,8 +55,41 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher: bool, y_higher
     return sorted(out, key=lambda i: points[i][0] if x_higher else -points[i][0])
 
 
+_LABEL = 10
+
+
+def _label_text(p: Point) -> str:
+    return f"{p.label} (chance)" if p.kind == "chance" else p.label
+
+
+def _place_labels(pts: Sequence[Point], px: Sequence[float], py: Sequence[float], front: set[int],
+                  box: tuple[float, float, float, float]) -> list[tuple[float, float, str] | None]:
+    """Where each point's label goes (x, y, text-anchor), or None where every place beside the
+    point would cover another label or point: the chance point and the frontier's first, then
+    the others; a point without a label keeps its tooltip."""
+    left, right, top, bottom = box
+    taken: list[tuple[float, float, float, float]] = [(x - 5, y - 5, x + 5, y + 5) for x, y in zip(px, py)]
+    out: list[tuple[float, float, str] | None] = [None] * len(pts)
+    order = sorted(range(len(pts)), key=lambda i: (pts[i].kind != "chance", i not in front, i))
+    for i in order:
+        w, h = len(_label_text(pts[i])) * _LABEL * 0.6, _LABEL
+        for dx, dy, anchor in ((7, 4, "start"), (-7, 4, "end"), (0, -8, "middle"), (0, 15, "middle")):
+            x, y = px[i] + dx, py[i] + dy
+            x0 = x if anchor == "start" else x - w if anchor == "end" else x - w / 2
+            rect = (x0, y - h + 2, x0 + w, y + 2)
+            if rect[0] < left - 30 or rect[2] > right or rect[1] < top - 10 or rect[3] > bottom + 10:
+                continue
+            if any(rect[0] < b[2] and b[0] < rect[2] and rect[1] < b[3] and b[1] < rect[3]
+                   for j, b in enumerate(taken) if j != i):
+                continue
+            taken.append(rect)
+            out[i] = (x, y, anchor)
+            break
+    return out
+
+
 def scatter_svg(points: Sequence[Point], *, title: str, x_label: str, y_label: str, x_higher: bool,
-                y_higher: bool, width: int = 560, height: int = 380) -> str:
+                y_higher: bool, width: int = 680, height: int = 440) -> str:
     """Each point with a finite x and y, its label beside it, linked to ``href``; the Pareto
     frontier of the points that are not the chance level; dashed lines at the chance point's x and
     y. Axes span [0, 1] widened to the data."""
@@ -91,6 +124,7 @@ def scatter_svg(points: Sequence[Point], *, title: str, x_label: str, y_label: s
         line = " ".join(f"{_px(sx(xs[i]))},{_px(sy(ys[i]))}" for i in ordered)
         parts.append(f'<polyline class="frontier" points="{line}" fill="none" stroke="{_FRONTIER}" '
                      f'stroke-width="1.5" stroke-dasharray="6 3"/>')
+    labels = _place_labels(pts, [sx(x) for x in xs], [sy(y) for y in ys], front, (left, right + 110, top, bottom))
     for i, p in enumerate(pts):
         px, py = sx(xs[i]), sy(ys[i])
         color = _CHANCE if p.kind == "chance" else _APART if p.kind == "apart" else _RANKED
@@ -101,8 +135,11 @@ def scatter_svg(points: Sequence[Point], *, title: str, x_label: str, y_label: s
                   f' fill="{"none" if p.kind == "chance" else color}" stroke="{_FRONTIER if on else color}"'
                   f' stroke-width="{2 if on or p.kind == "chance" else 1}"><title>{lab}: {_esc(x_label)} '
                   f'{xs[i]:.3f}, {_esc(y_label)} {ys[i]:.3f}</title></circle>')
-        text = (f'<text x="{_px(px + 7)}" y="{_px(py + 4)}" fill="{_TEXT}" font-size="10">'
-                f'{lab}{" (chance)" if p.kind == "chance" else ""}</text>')
+        text = ""
+        if labels[i] is not None:
+            tx, ty, anchor = labels[i]
+            text = (f'<text x="{_px(tx)}" y="{_px(ty)}" text-anchor="{anchor}" fill="{_TEXT}" font-size="{_LABEL}">'
+                    f'{_esc(_label_text(p))}</text>')
         if p.href:
             parts.append(f'<a class="point" href="{_esc(p.href)}">{circle}{text}</a>')
         else:
