@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import json
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -315,13 +316,13 @@ def reference_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
     records = [it.record for it in read_export(read_bundle_lines(Path(bundle_path)), Path(bundle_path).name)
                if getattr(it, "record", None) is not None]
     source = f"reference bundle {bundle_id(Path(bundle_path))}"
+    specs = {name: make_spec(c.retriever, c.params, label=c.label) for name, c in configs.items()}
     order = {name: i for i, name in enumerate(configs)}
-    records = sorted((r for r in records if r.label in configs and r.seed == plan.matrix.seed),
-                     key=lambda r: order[r.label])
+    records = sorted((r for r in records if r.label in configs and r.seed == plan.matrix.seed
+                      and _same_configuration(r.spec, specs[r.label])), key=lambda r: order[r.label])
     rows: list[Row] = []
     for rec in records:
-        c = configs[rec.label]
-        spec = make_spec(c.retriever, c.params, label=c.label)
+        c, spec = configs[rec.label], specs[rec.label]
         whole = split_slice(rec.benchmark)[0]
         wanted = plan.matrix.measures.get(whole, plan.matrix.default_measures)
         for m in wanted:
@@ -338,6 +339,16 @@ def reference_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
                             quick=c.quick and whole in plan.matrix.quick_benchmarks, seed=rec.seed))
     check_unique(rows, where)
     return rows
+
+
+def _same_configuration(stored: Mapping[str, Any], spec: RetrieverSpec) -> bool:
+    """Whether a bundled result's spec (``{"retriever", "params"}``) is the plan configuration's:
+    the same retriever, and the same value of every parameter the result records (a parameter
+    added to the retriever since, at its default, does not make it another configuration)."""
+    params = stored.get("params") or {}
+    return stored.get("retriever") == spec.name and all(
+        json.dumps(v, sort_keys=True, default=str) == json.dumps(spec.params.get(k), sort_keys=True, default=str)
+        for k, v in params.items())
 
 
 def shipped_matrix(files: Mapping[str, Path], *, quick: bool = False, only: Sequence[str] = ()) -> list[Row]:
@@ -551,8 +562,14 @@ def store_rows(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
              "benchmark": o.benchmark_name or o.row.benchmark, "benchmark_version": o.benchmark_version,
              "measure": o.row.measure,
              "expected": o.row.expected, "tolerance": o.row.tolerance, "got": o.got, "status": o.status,
-             "kind": o.row.kind, "source": o.row.source}
+             "kind": o.row.kind, "source": _stored_source(o.row)}
             for o in outcomes if o.status != SKIP]
+
+
+def _stored_source(r: Row) -> str:
+    """The source as stored: a direction row's names its baseline, so two claims about one
+    configuration, benchmark and measure (over two baselines) are two stored rows."""
+    return f"{r.source}; against {r.baseline.display}" if r.baseline is not None else r.source
 
 
 def save(outcomes: Sequence[Outcome], store: Store) -> str | None:
