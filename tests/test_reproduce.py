@@ -513,3 +513,21 @@ def test_a_malformed_direction_row_is_a_one_line_error(change: dict, field: str,
     with pytest.raises(MatrixError) as e:
         read_matrix(path)
     assert str(e.value).startswith(f"{path}: row 2: {field}: ") and message in str(e.value), str(e.value)
+
+
+def test_the_page_groups_the_papers_rows_by_paper_and_table_with_their_reasons() -> None:
+    from reports.pages.reproduction import papers
+
+    def r(kind: str, source: str, measure: str = "V@2") -> dict:
+        return {"kind": kind, "source": source, "label": "bm25", "benchmark": "nevir:coder", "measure": measure,
+                "status": OK}
+
+    rows = [r("reference", "reference bundle x"), r("published", "P (arXiv:1), Table 3"),
+            r("published", "P (arXiv:1), Table 1", "nDCG@10"), r("published", "P (arXiv:1), Table 3", "V@3"),
+            r("direction", "Q (arXiv:2), Table 2; against dense")]
+    groups = papers(rows, {("bm25", "nevir:coder", "V@2", "P (arXiv:1), Table 3"): "kept every passage"})
+    assert [(g["paper"], g["table"], [x["measure"] for x in g["rows"]]) for g in groups] == [
+        ("P (arXiv:1)", "Table 3", ["V@2", "V@3"]), ("P (arXiv:1)", "Table 1", ["nDCG@10"]),
+        ("Q (arXiv:2)", "Table 2", ["V@2"])]
+    assert groups[0]["rows"][0]["reason"] == "kept every passage" and groups[0]["rows"][1]["reason"] == ""
+    assert groups[2]["rows"][0]["against"] == "dense"
