@@ -20,6 +20,13 @@ Names:
   the train corpus file still holds the documents of the 74 queries that CoDeR removed from the
   train side because they are test queries, 80 of which are test documents; the split therefore
   has 5,293 documents. The test files are read for this check, so they are required too.
+* ``excluir:coder`` — protocol variant: the 691 queries of ``excluir`` scored as CoDeR scores them
+  (its Table 3), over the pool of every document of the manual queries CoDeR converted, test and
+  train side (``excluir/coder/test/corpus.jsonl`` and ``excluir/coder/train/corpus.jsonl``: 1,371
+  + 5,373 documents, 80 in both, 6,664 in the pool). A document id in both files must carry the
+  same title and text (a ``DataError`` otherwise). Test queries only; the qrels cross-check is
+  that of ``excluir``. A retriever trained on ``excluir:train`` has seen the pool's train side,
+  so the leakage guard refuses it there.
 * ``excluir:full`` — the official ExcluIR manual test set (3,452 queries) over the full official
   corpus, as released in the ExcluIR repository's data folder: ``corpus.json`` (a JSON list of
   document strings, ~90k) and ``test_manual_final.json`` (a JSON list of ``{question0,
@@ -57,12 +64,16 @@ from .common import item_field, json_list, split_name
 EXCLUIR_REPO = "https://github.com/zwh-sdu/ExcluIR"
 EXCLUIR_DRIVE = "https://drive.google.com/drive/folders/1O7IHuEHgjAHL6FCb8z5-zTI3YCqcA5J1"
 CODER_DATA = "https://github.com/nice-hku-coder/coder_data"
-SPLITS = ("test", "train", "full")
+SPLITS = ("test", "train", "full", "coder")
+POOL_PROTOCOL = ("CoDeR (arXiv:2606.13204), Table 3: the test queries over the pool of every document of the manual "
+                 "queries (test and train side), not the test documents alone")
 
 CODER_FILES = {
     "test": ("coder/test/queries.jsonl", "coder/test/corpus.jsonl", "coder/qrels/test.tsv"),
     "train": ("coder/train/queries.jsonl", "coder/train/corpus.jsonl", "coder/test/queries.jsonl",
               "coder/test/corpus.jsonl"),
+    "coder": ("coder/test/queries.jsonl", "coder/test/corpus.jsonl", "coder/qrels/test.tsv",
+              "coder/train/corpus.jsonl"),
 }
 FULL_CORPUS = "corpus.json"
 FULL_QUERIES = ("excluir_manual.jsonl", "test_manual_final.json")  # JSON lines first, then the released list
@@ -81,11 +92,13 @@ SOURCE_FULL = (
 
 
 def excluir_split(name: str) -> str:
-    """``excluir`` / ``excluir:test`` → ``test``; ``excluir:train``; ``excluir:full``."""
+    """``excluir`` / ``excluir:test`` → ``test``; ``excluir:train``; ``excluir:full``; the protocol
+    variant ``excluir:coder``."""
     base, sep, split = name.partition(":")
     split = split or ("" if sep else "test")
     if base != "excluir" or split not in SPLITS:
-        raise ValueError(f"unknown ExcluIR benchmark {name!r}; use 'excluir', 'excluir:train' or 'excluir:full'")
+        raise ValueError(f"unknown ExcluIR benchmark {name!r}; use 'excluir', 'excluir:train', 'excluir:full' "
+                         "or 'excluir:coder'")
     return split
 
 
@@ -177,6 +190,19 @@ def leakage_guard(test_queries: Path, test_corpus: Path) -> tuple[set[str], set[
     return qids, qtexts, dids, dtexts
 
 
+def pool_corpus(corpus: Corpus, other: Corpus, other_path: Path) -> tuple[Corpus, int]:
+    """``corpus`` followed by the documents of ``other`` (read from ``other_path``) it lacks, and how
+    many were added; a document of both must have the same title and text."""
+    added = []
+    for i, d in enumerate(other, 1):
+        if d.id not in corpus:
+            added.append(d)
+        elif corpus.get(d.id) != d:
+            raise DataError(other_path, None, f"document {i} (id {d.id!r}): fields 'title'/'text' differ from "
+                                              "the test corpus's document of that id")
+    return Corpus([*corpus, *added]), len(added)
+
+
 # ---------------------------------------------------------------------------------------------
 # The official release
 
@@ -252,7 +278,7 @@ class ExcluIR(LoaderBase):
 
     @classmethod
     def variants(cls) -> list[str]:
-        return ["excluir", "excluir:train", "excluir:full"]
+        return ["excluir", "excluir:train", "excluir:full", "excluir:coder"]
 
     @classmethod
     def info(cls, name: str) -> DatasetInfo:
@@ -264,8 +290,9 @@ class ExcluIR(LoaderBase):
         else:
             files = [f"{cls.subdir}/{f}" for f in CODER_FILES[split]]
             optional = []
-            what = ("CoDeR's held-out test split (691 queries)" if split == "test"
-                    else "the train side of CoDeR's split (2,687 queries)")
+            what = {"test": "CoDeR's held-out test split (691 queries)",
+                    "train": "the train side of CoDeR's split (2,687 queries)",
+                    "coder": f"CoDeR's held-out test split (691 queries) under the protocol of {POOL_PROTOCOL}"}[split]
         return DatasetInfo(
             name=split_name("excluir", split),
             task=cls.task,
@@ -328,11 +355,17 @@ class ExcluIR(LoaderBase):
         notes: dict[str, object] = {"queries_file": f"excluir/{CODER_FILES[split][0]}",
                                     "corpus_file": f"excluir/{CODER_FILES[split][1]}",
                                     "documents_in_file": len(corpus), "queries_in_file": len(queries)}
-        if split == "test":
+        if split in ("test", "coder"):
             qrels_f = root / CODER_FILES["test"][2]
             notes["qrels_checked"] = f"excluir/{CODER_FILES['test'][2]}"
             notes["qrels_other_queries"] = check_against_qrels(qrels_f, queries_f, judgments, lines)
             how = "CoDeR's held-out test split (every query CoDeR trained on removed)"
+            if split == "coder":
+                pool_f = root / CODER_FILES["coder"][3]
+                corpus, added = pool_corpus(corpus, coder_corpus(pool_f), pool_f)
+                notes.update({"pool_file": f"excluir/{CODER_FILES['coder'][3]}", "pool_documents_added": added,
+                              "protocol": POOL_PROTOCOL})
+                how += f", under the protocol of {POOL_PROTOCOL}"
         else:
             t_qids, t_qtexts, t_dids, t_dtexts = leakage_guard(root / CODER_FILES["train"][2],
                                                                root / CODER_FILES["train"][3])

@@ -19,6 +19,11 @@ Conventions:
 
 Names: ``nevir`` (the test split; ``nevir:test`` is accepted as an alias), ``nevir:train``,
 ``nevir:dev``. Each split is its own benchmark with its own corpus.
+
+Protocol variant ``nevir:coder``: the test split as CoDeR evaluates it (its Table 3), every
+passage kept (2,766 documents, no de-duplication), so the other pair's copy of a judged text is
+a separate, unjudged document that can rank above the violating one. It reads the same file as
+``nevir`` and is a benchmark version of its own.
 """
 
 from __future__ import annotations
@@ -35,15 +40,21 @@ HF_DATASET = "orionweller/NevIR"
 SOURCE = f"Hugging Face dataset {HF_DATASET} (https://huggingface.co/datasets/{HF_DATASET}); code https://github.com/orionw/NevIR"
 
 # benchmark-name split → (file under nevir/, HF split name)
-SPLITS = {"test": ("test.jsonl", "test"), "train": ("train.jsonl", "train"), "dev": ("dev.jsonl", "validation")}
+SPLITS = {"test": ("test.jsonl", "test"), "train": ("train.jsonl", "train"), "dev": ("dev.jsonl", "validation"),
+          "coder": ("test.jsonl", "test")}
+# protocol variants: variant → (the split it evaluates, de-duplicate?, how it differs, whose protocol)
+VARIANTS = {"coder": ("test", False, "every passage kept (no de-duplication), as CoDeR's conversion does",
+                      "CoDeR (arXiv:2606.13204), Table 3")}
 
 
 def nevir_split(name: str) -> str:
-    """``nevir`` / ``nevir:test`` → ``test``; ``nevir:train`` → ``train``; ``nevir:dev`` → ``dev``."""
+    """``nevir`` / ``nevir:test`` → ``test``; ``nevir:train`` → ``train``; ``nevir:dev`` → ``dev``;
+    the protocol variant ``nevir:coder`` → ``coder``."""
     base, _, split = name.partition(":")
     split = split or "test"
     if base != "nevir" or split not in SPLITS:
-        raise ValueError(f"unknown NevIR benchmark {name!r}; use 'nevir', 'nevir:train' or 'nevir:dev'")
+        raise ValueError(f"unknown NevIR benchmark {name!r}; use 'nevir', 'nevir:train', 'nevir:dev' or "
+                         "'nevir:coder'")
     return split
 
 
@@ -60,7 +71,7 @@ class NevIR(LoaderBase):
 
     @classmethod
     def variants(cls) -> list[str]:
-        return ["nevir", "nevir:train", "nevir:dev"]
+        return ["nevir", "nevir:train", "nevir:dev", *(f"nevir:{v}" for v in VARIANTS)]
 
     @classmethod
     def canonical_name(cls, name: str) -> str:
@@ -70,10 +81,14 @@ class NevIR(LoaderBase):
     @classmethod
     def info(cls, name: str) -> DatasetInfo:
         split = nevir_split(name)
+        what = f"NevIR {split} split"
+        if split in VARIANTS:
+            of, _, how, paper = VARIANTS[split]
+            what = f"NevIR {of} split under the protocol of {paper}: {how}"
         return DatasetInfo(
             name=cls.canonical_name(name),
             task=cls.task,
-            description=(f"NevIR {split} split: paired negation queries; per query one satisfying "
+            description=(f"{what}: paired negation queries; per query one satisfying "
                          "document (grade 2) and one violating document (grade 0)."),
             source=SOURCE,
             license=cls.license,
@@ -90,6 +105,10 @@ class NevIR(LoaderBase):
         else:
             path = cls.require(name, data_dir) / SPLITS[split][0]
             rows, origin = iter_jsonl(path), path
+        if split in VARIANTS:
+            of, variant_dedup, how, paper = VARIANTS[split]
+            return cls.from_rows(bname, of, rows, origin, variant_dedup if dedup is None else dedup,
+                                 protocol=f"the protocol of {paper}: {how}")
         return cls.from_rows(bname, split, rows, origin, cls.dedup if dedup is None else dedup)
 
     @staticmethod
@@ -104,8 +123,9 @@ class NevIR(LoaderBase):
 
     @classmethod
     def from_rows(cls, name: str, split: str, rows: Iterable[tuple[int, dict[str, Any]]],
-                  origin: Origin, dedup: bool = True) -> Benchmark:
-        """Build the benchmark from ``(line, row)`` records in the official schema."""
+                  origin: Origin, dedup: bool = True, protocol: str = "") -> Benchmark:
+        """Build the benchmark from ``(line, row)`` records in the official schema; ``protocol``
+        (a protocol variant's) says whose evaluation it follows and how it differs."""
         pair_ids = IdTracker(origin, "pair")
         raw_docs: list[Document] = []
         queries: list[Query] = []
@@ -165,6 +185,8 @@ class NevIR(LoaderBase):
         }
         if dedup:
             notes["shared_texts"] = shared_texts
+        if protocol:
+            notes["protocol"] = protocol
         dedup_text = (f"documents de-duplicated by exact text: {len(raw_docs):,} → {len(docs):,} "
                       f"({merged:,} copies merged onto the first id carrying each text)"
                       if dedup else f"{len(docs):,} documents, not de-duplicated")
@@ -172,7 +194,7 @@ class NevIR(LoaderBase):
             f"NevIR {split} split: {len(pairs):,} pairs of negation-contrasted queries "
             f"({len(queries):,} queries). For each query one document satisfies it (grade 2) and its "
             f"pair partner violates it (grade 0, listed as violating); relevance threshold 2; "
-            f"{dedup_text}."
+            f"{dedup_text}." + (f" Evaluated under {protocol}." if protocol else "")
         )
         splits = {split: [q.id for q in queries]}
         return cls.build(name, Corpus(docs), queries, Judgments(relevance, violating), splits=splits,

@@ -57,15 +57,33 @@ class PlanConfig(_Strict):
     benchmarks: list[str] = Field(default_factory=list)  # instead of suites
     max_queries: int | None = Field(default=None, ge=1)  # a slice: the first N judged queries
     note: str = ""  # why (shown with the results: a slice, a setting that differs from the paper)
+    # the reproduction matrix's reference rows of this configuration (harness.reproduce.reference_rows):
+    # how far a recomputed figure may move and why, once per configuration; with scale_fvr, FVR@k gets k
+    # times the tolerance (FVR runs from 1 to k + 1): for a tolerance that allows changed rankings, not
+    # one that allows float noise only
+    tolerance: float = Field(default=0.0, ge=0)
+    reason: str = ""
+    scale_fvr: bool = False
+    quick: bool = False  # its rows on the plan's quick benchmarks are among those `reproduce --quick` runs
 
     @property
     def display(self) -> str:
         return self.label or self.retriever
 
 
+class PlanMatrix(_Strict):
+    """Which figures of the bundle become reference rows of the reproduction matrix."""
+
+    seed: int = 0  # the seed whose results are the reference figures
+    measures: dict[str, list[str]] = Field(default_factory=dict)  # benchmark (no slice) → measures
+    default_measures: list[str] = Field(default_factory=lambda: ["nDCG@10"])  # a benchmark not listed
+    quick_benchmarks: list[str] = Field(default_factory=list)
+
+
 class Plan(_Strict):
     suites: list[str] = Field(default_factory=lambda: ["constraint", "completeness", "topical"])
     depth: int = Field(default=BUNDLE_DEPTH, ge=1)
+    matrix: PlanMatrix = Field(default_factory=PlanMatrix)
     config: list[PlanConfig] = Field(default_factory=list)
 
 

@@ -6,7 +6,9 @@ packages use too, through classes registered in-process with :func:`register`, o
 explicit ``module:Class`` spec that the user names.
 
 Retrievers declare their parameters as a frozen dataclass; unknown keys fail loudly and the spec
-hash (name + canonical JSON of every parameter, defaults included) is stable. They declare their
+hash (name + canonical JSON of every parameter, defaults included) is stable. A parameter added to
+a retriever after results were stored is declared with :func:`added_param`: at its default it is
+left out of the spec, so the results stored before it existed keep their key and their row. They declare their
 metadata (description, family, paper, LLM use, training data) once, in :func:`register`.
 """
 
@@ -273,6 +275,27 @@ def canonical_retriever_name(name: str) -> str:
     return name
 
 
+ADDED = "added_in"  # dataclass field metadata: the harness version that added the parameter
+
+
+def added_param(default: Any, *, since: str) -> Any:
+    """A parameter field added to an existing retriever in harness version ``since``, whose
+    ``default`` does what the retriever did before it: left out of the spec (and so of the spec
+    hash) while it has that value, so results stored before the parameter existed keep their
+    identity; any other value is in the spec like every parameter."""
+    return field(default=default, metadata={ADDED: since})
+
+
+def spec_params(p: Any) -> dict[str, Any]:
+    """The parameters of a spec: every field of the dataclass ``p``, defaults included, except an
+    :func:`added_param` at its default."""
+    out = dataclasses.asdict(p)
+    for f in dataclasses.fields(p):
+        if ADDED in f.metadata and out[f.name] == f.default:
+            del out[f.name]
+    return out
+
+
 def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "") -> RetrieverSpec:
     """Validate ``params`` against the retriever's dataclass and fill in defaults. A ``module:Class``
     that is also known by a registered name is stored under that name
@@ -284,7 +307,7 @@ def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "
     own = getattr(cls, "default_label", None)  # a retriever that names its configuration (both stages of a rerank)
     if not label and callable(own):
         label = check_label(own(p), "retriever label")
-    return RetrieverSpec(name=name, params=dataclasses.asdict(p), label=label)
+    return RetrieverSpec(name=name, params=spec_params(p), label=label)
 
 
 def parse_key_values(items: Iterable[str] | None, *, strip_values: bool) -> dict[str, str]:

@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.protocols import RunContext
 from harness.ranking import run_from_matrix
-from harness.registry import register
+from harness.registry import added_param, register
 from harness.types import Corpus, Query, Run
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -53,17 +53,41 @@ def _split(text: str) -> list[str]:
     return _FINDALL(text.lower())
 
 
+# CoDeR's BM25 tokens: maximal runs of ASCII letters, digits and "$", lowercased, any length
+_CODER_FINDALL = re.compile(r"[a-z0-9$]+").findall
+# A Lucene-like analyser (StandardTokenizer + LowerCaseFilter, roughly): maximal runs of word
+# characters of any length, an English possessive "'s" dropped as Lucene's EnglishAnalyzer does
+_LUCENE_FINDALL = re.compile(r"(?u)\w+").findall
+_POSSESSIVE = re.compile(r"['’]s\b")
+
+# tokenizer → (split a text into words, the shortest word kept)
+TOKENIZERS = {
+    "bm25s": (_split, 2),
+    "coder": (lambda text: _CODER_FINDALL(text.lower()), 1),
+    "lucene": (lambda text: _LUCENE_FINDALL(_POSSESSIVE.sub("", text.lower())), 1),
+}
+FIELDS = ("title+text", "text")
+
+
 @dataclass(frozen=True)
 class BM25Params:
     k1: float = 1.5
     b: float = 0.75
     method: str = "lucene"
     stemmer: str | None = None  # e.g. "english" (Snowball via PyStemmer)
-    stopwords: str | None = "en"
+    stopwords: str | None = "en"  # bm25s's English list (Lucene's 33 words); "" or None: none
+    # see TOKENIZERS: "bm25s" (ours), "coder" (CoDeR's), "lucene" (Lucene-like)
+    tokenizer: str = added_param("bm25s", since="0.2.0")
+    # what is indexed: "title+text" ("<title>. <text>") or "text" alone
+    fields: str = added_param("title+text", since="0.2.0")
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {tuple(TOKENIZERS)}, got {self.tokenizer!r}")
+        if self.fields not in FIELDS:
+            raise ValueError(f"fields must be one of {FIELDS}, got {self.fields!r}")
         if self.k1 < 0 or not 0 <= self.b <= 1:
             raise ValueError("need k1 ≥ 0 and 0 ≤ b ≤ 1")
 
@@ -82,6 +106,7 @@ class BM25Retriever:
             import Stemmer
 
             self._stemmer = Stemmer.Stemmer(self.params.stemmer)
+        self._split, self._min_len = TOKENIZERS[self.params.tokenizer]
         self._doc_ids: list[str] = []
         self._rows: dict[str, int] = {}
         self._terms: dict[str, int] = {}  # term (stemmed word) -> row of the impact matrix
@@ -91,15 +116,16 @@ class BM25Retriever:
     # ------------------------------------------------------------------ tokens
 
     def _terms_of_words(self, words: Sequence[str]) -> list[str | None]:
-        """The term each distinct word counts as (``None``: a stopword or a one-character word)."""
-        keep = [w for w in words if len(w) > 1 and w not in self._stop]
+        """The term each distinct word counts as (``None``: a stopword or a word shorter than the
+        tokenizer keeps)."""
+        keep = [w for w in words if len(w) >= self._min_len and w not in self._stop]
         stems = self._stemmer.stemWords(keep) if self._stemmer is not None else keep
         term = dict(zip(keep, stems))
         return [term.get(w) for w in words]
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms, as ``bm25s.tokenize(texts, stopwords=…, stemmer=…, return_ids=False)``."""
-        lists = [_split(t) for t in texts]
+        lists = [self._split(t) for t in texts]
         words = list(dict.fromkeys(chain.from_iterable(lists)))
         term = dict(zip(words, self._terms_of_words(words)))
         return [[t for t in map(term.__getitem__, ws) if t is not None] for ws in lists]
@@ -118,13 +144,13 @@ class BM25Retriever:
         p = self.params
         self._doc_ids = corpus.ids
         self._rows = {d: i for i, d in enumerate(self._doc_ids)}
-        texts = corpus.texts()
+        texts = corpus.texts() if p.fields == "title+text" else [d.text for d in corpus]
         n = len(texts)
         # 1. word ids per document, chunk by chunk (distinct words in order of first use)
         words: dict[str, int] = {}
         ids, lens = [], []
         for s in range(0, n, _CHUNK):
-            lists = [_split(t) for t in texts[s:s + _CHUNK]]
+            lists = [self._split(t) for t in texts[s:s + _CHUNK]]
             flat = list(chain.from_iterable(lists))
             new = [w for w in dict.fromkeys(flat) if w not in words]
             words.update(zip(new, range(len(words), len(words) + len(new))))

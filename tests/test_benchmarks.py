@@ -111,7 +111,7 @@ def test_nevir_counts(nevir: Benchmark) -> None:
     assert nevir.notes["shared_texts"] == 681
     assert "2,766 → 2,081" in nevir.description
     assert list(nevir.splits) == ["test"] and len(nevir.splits["test"]) == 2766
-    assert nevir.default_measures == ("PairAcc", "V@2", "FVR@10", "nDCG@10", "R@10")
+    assert nevir.default_measures == ("Sat@10", "PairAcc", "V@2", "FVR@10", "nDCG@10", "R@10")
     # no two documents share a text any more
     assert len({d.text for d in nevir.corpus}) == len(nevir.corpus)
 
@@ -565,7 +565,7 @@ def test_suites() -> None:
     assert set(SUITES) == {"demo", "constraint", "topical", "completeness", "all"}
     assert SUITES["demo"]["benchmarks"] == ["nevir", "negconstraint", "diag/antonym", "diag/negation", "beir/scifact"]
     assert "excluir" in SUITES["constraint"]["benchmarks"] and "toollens" in SUITES["completeness"]["benchmarks"]
-    assert SUITES["demo"]["retrievers"] == ["bm25", "dense"]
+    assert SUITES["demo"]["retrievers"] == ["bm25", "dense", "random"]  # random: the chance level
     union = {b for k, s in SUITES.items() if k != "all" for b in s["benchmarks"]}
     assert set(SUITES["all"]["benchmarks"]) == union
     assert all(s["description"] and s["retrievers"] for s in SUITES.values())
@@ -592,3 +592,20 @@ def test_registry_resolves_nevir_splits() -> None:
     from harness.registry import get_benchmark_loader
 
     assert get_benchmark_loader("nevir:train")[0] is NevIR
+
+
+@NEVIR
+def test_nevir_coder_protocol_variant_keeps_every_passage(nevir: Benchmark) -> None:
+    """CoDeR's NevIR: the same queries, pairs and file, no passage merged (2,766 documents)."""
+    coder = NevIR.load("nevir:coder", DATA)
+    check_common(coder)
+    assert coder.name == "nevir:coder" and coder.version != nevir.version
+    assert len(coder.corpus) == 2766 and len(nevir.corpus) == 2081 and len(coder.pairs) == 1383
+    assert [q.id for q in coder.queries] == [q.id for q in nevir.queries]
+    # every query's judged documents are its own pair's, by CoDeR's ids
+    for p in coder.pairs:
+        assert coder.judgments.relevance[p.q1] == {p.d1: 2, p.d2: 0}
+        assert p.d1 == f"nevir_doc_{p.id}_1" and p.d2 == f"nevir_doc_{p.id}_2"
+    assert coder.notes["dedup"] is False and "CoDeR" in coder.notes["protocol"]
+    assert "not de-duplicated" in coder.description and "CoDeR" in coder.description
+    assert "nevir:coder" in NevIR.variants() and "CoDeR" in NevIR.info("nevir:coder").description

@@ -42,7 +42,7 @@ def check_common(b: Benchmark) -> None:
     assert re.fullmatch(r"[0-9a-f]{16}", b.version)
     assert b.source and b.license and b.description
     assert b.task == "constraint" and b.relevance_threshold == 2
-    assert b.default_measures == ("V@2", "V@3", "V@5", "V@10", "FVR@10", "nDCG@10", "R@1", "R@10")
+    assert b.default_measures == ("Sat@10", "V@2", "V@3", "V@5", "V@10", "FVR@10", "nDCG@10", "R@1", "R@10")
     (_, ids), = b.splits.items()
     assert ids == [q.id for q in b.queries]
 
@@ -402,3 +402,47 @@ def test_excluir_names_and_registry() -> None:
 @TEST
 def test_excluir_grade_counts(test_split: Benchmark) -> None:
     assert Counter(g for r in test_split.judgments.relevance.values() for g in r.values()) == {2: 691, 0: 691}
+
+
+# ---------------------------------------------------------------------------------------------
+# the protocol variant excluir:coder: the test queries over the manual queries' document pool
+
+
+@TRAIN
+@TEST
+def test_coder_protocol_variant_pools_the_test_and_train_documents() -> None:
+    test, pool = ExcluIR.load("excluir", DATA), ExcluIR.load("excluir:coder", DATA)
+    check_common(pool)
+    assert pool.name == "excluir:coder" and pool.version != test.version
+    assert [q.id for q in pool.queries] == [q.id for q in test.queries]
+    assert pool.judgments.relevance == test.judgments.relevance and pool.judgments.violating == test.judgments.violating
+    # 1,371 test documents, then the 5,373 train ones of which 80 are test documents already
+    assert len(pool.corpus) == 6664 and pool.notes["pool_documents_added"] == 6664 - 1371
+    assert pool.corpus.ids[:1371] == test.corpus.ids
+    assert "CoDeR" in pool.description and "6,664 documents" in pool.description
+    assert "excluir:coder" in ExcluIR.variants()
+    assert "excluir/coder/train/corpus.jsonl" in ExcluIR.info("excluir:coder").files
+
+
+def test_a_pooled_document_that_differs_from_the_test_corpus_names_file_and_document(tmp_path: Path) -> None:
+    root = tmp_path / "excluir" / "coder"
+    for d in ("test", "train", "qrels"):
+        (root / d).mkdir(parents=True)
+    (root / "test" / "corpus.jsonl").write_text(
+        json.dumps({"doc_id": "d1", "title": "", "text": "kept"}) + "\n" +
+        json.dumps({"doc_id": "d2", "title": "", "text": "violating"}) + "\n")
+    (root / "test" / "queries.jsonl").write_text(json.dumps({
+        "query_id": "q1", "query": "anything but violating", "constraint_satisfying_doc_ids": ["d1"],
+        "constraint_violating_doc_ids": ["d2"]}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    (root / "train" / "corpus.jsonl").write_text(
+        json.dumps({"doc_id": "d3", "title": "", "text": "other"}) + "\n" +
+        json.dumps({"doc_id": "d1", "title": "", "text": "changed"}) + "\n")
+    with pytest.raises(DataError) as e:
+        ExcluIR.load("excluir:coder", tmp_path)
+    msg = str(e.value)
+    assert "train/corpus.jsonl" in msg and "document 2 (id 'd1')" in msg and "'text'" in msg and "\n" not in msg
+    (root / "train" / "corpus.jsonl").write_text(json.dumps({"doc_id": "d1", "title": "", "text": "kept"}) + "\n" +
+                                                 json.dumps({"doc_id": "d3", "title": "", "text": "other"}) + "\n")
+    b = ExcluIR.load("excluir:coder", tmp_path)
+    assert b.corpus.ids == ["d1", "d2", "d3"]

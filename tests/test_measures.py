@@ -22,6 +22,7 @@ DECLARED = [
     ("FVR@10", True, VIOLATING_QUERIES, {"violating"}, 2),
     ("Sat@10", True, RELEVANT_QUERIES, set(), 3),
     ("PairAcc", True, PAIRS, {"pairs"}, 3),
+    ("TR@5", True, VIOLATING_QUERIES, {"violating"}, 3),
 ]
 
 
@@ -59,6 +60,7 @@ VALUES = [
     ("Sat@10", {"a": 1.0, "b": 0.0}),  # d2 (rank 2) before the violating d3 (rank 3); b ranks nothing
     ("Sat@1", {"a": 0.0, "b": 0.0}),
     ("PairAcc", {"p": 0.0}),
+    ("TR@2", {"a": 1 / 3}),  # topical: d2, d4 (relevant) and d3 (violating); d2 in the top 2
 ]
 
 
@@ -153,3 +155,25 @@ def test_a_document_listed_twice_counts_at_its_first_rank(seed: int) -> None:
                   ["nDCG@5", "R@16", "V@16", "Sat@16", "PairAcc"]):
         got, want = evaluate(dup, judged, names, pairs=pairs), evaluate(clean, judged, names, pairs=pairs)
         assert got.per_query == want.per_query and got.means == want.means
+
+
+def test_topical_recall_counts_violating_documents_and_matches_pytrec_eval() -> None:
+    """TR@k is pytrec_eval's recall@k once every violating document is judged relevant too."""
+    import pytrec_eval
+
+    run = Run({"q1": [("s1", 3.0), ("x", 2.0), ("v1", 1.0)], "q2": [("v2", 2.0), ("y", 1.0)],
+               "q3": [("z", 1.0)]})
+    judged = Judgments({"q1": {"s1": 2, "v1": 0, "n1": 1}, "q2": {"s2": 2, "v2": 0}, "q3": {"s3": 2, "v3": 0}},
+                       {q: frozenset({f"v{q[1]}"}) for q in ("q1", "q2", "q3")})
+    for k in (1, 2, 3):
+        ev = evaluate(run, judged, [f"TR@{k}"], relevance_threshold=2)
+        by_hand = {1: {"q1": 1 / 2, "q2": 1 / 2, "q3": 0.0}, 2: {"q1": 1 / 2, "q2": 1 / 2, "q3": 0.0},
+                   3: {"q1": 1.0, "q2": 1 / 2, "q3": 0.0}}[k]
+        assert ev.per_query[f"TR@{k}"] == pytest.approx(by_hand)
+        qrels = {q: {d: int(g >= 2 or d in judged.violating[q]) for d, g in r.items()}
+                 for q, r in judged.relevance.items()}
+        trec = pytrec_eval.RelevanceEvaluator(qrels, {f"recall.{k}"}).evaluate(
+            {q: {d: float(10 - i) for i, (d, _) in enumerate(run[q])} for q in run})
+        assert ev.per_query[f"TR@{k}"] == pytest.approx({q: v[f"recall_{k}"] for q, v in trec.items()})
+    # plain R@k counts only the satisfying document
+    assert evaluate(run, judged, ["R@3"], relevance_threshold=2).per_query["R@3"] == {"q1": 1.0, "q2": 0.0, "q3": 0.0}

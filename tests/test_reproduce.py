@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.registry import load_benchmark, make_spec, reference_files
-from harness.reproduce import (FAIL, OK, OKISH, SKIP, MatrixError, Row, load_matrix, read_matrix, reproduce, select,
-                               status_of)
+from harness.reproduce import (DIRECTION, FAIL, OK, OKISH, PUBLISHED, REFERENCE, SKIP, MatrixError, Row, claim_holds,
+                               load_matrix, paired_difference, read_matrix, reference_rows, reproduce, select,
+                               shipped_matrix, status_of)
 from harness.runner import Settings
 from harness.store import Store
 from harness.trust import reproduced_keys
@@ -355,17 +356,6 @@ def test_a_store_keyed_the_old_way_takes_a_published_row_beside_a_reference_one(
     assert reproduced_keys(latest) == {("h", "v")}
 
 
-def test_the_shipped_matrix_reads_and_its_quick_rows_are_reference_rows() -> None:
-    rows = read_matrix(reference_files()["expected"])
-    quick = select(rows, quick=True)
-    assert quick and all(r.kind == "reference" for r in quick)
-    assert {r.retriever for r in quick} == {"bm25", "dense", "deo-rules", "nnn-fix", "mmr"}
-    assert {r.benchmark for r in quick} == {"diag/antonym", "diag/negation", "negconstraint"}
-    published = [r for r in rows if r.kind == "published"]
-    assert published and all("Table" in r.source for r in published)
-    assert all(isinstance(r, Row) and r.reason for r in rows)
-
-
 @pytest.mark.slow
 def test_reproduce_quick_on_the_real_data(tmp_path: Path, share_embeddings) -> None:
     """What gates CI: the shipped matrix's quick rows recomputed on the real data all reproduce
@@ -377,7 +367,7 @@ def test_reproduce_quick_on_the_real_data(tmp_path: Path, share_embeddings) -> N
     res = invoke("--quick", "--data-dir", str(SHARED_DATA), "--home", str(home), "--device", "cpu")
     assert res.exit_code == 0, res.output
     rows = table_rows(res.output)
-    assert len(rows) == len(select(read_matrix(reference_files()["expected"]), quick=True))
+    assert len(rows) == len(shipped_matrix(reference_files(), quick=True))
     assert {r[7] for r in rows} <= {OK, OKISH}, res.output
     print(f"reproduce --quick: {len(rows)} rows in {time.monotonic() - started:.0f} s")
 
@@ -402,3 +392,142 @@ def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measur
     assert seen == ["10.0.0.1:6379"] and {r[7] for r in table_rows(res.output)} == {OK}
     res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
     assert res.exit_code == 0 and seen == ["10.0.0.1:6379", None]
+
+
+# ---------------------------------------------------------------------------------------------
+# the shipped matrix: reference rows derived from the bundle, the papers' rows written by hand
+
+
+def test_the_shipped_matrix_derives_its_reference_rows_from_the_bundle() -> None:
+    files = reference_files()
+    derived = reference_rows(files["plan"], files["bundle"])
+    assert derived and all(r.kind == REFERENCE and r.source.startswith("reference bundle ") for r in derived)
+    # expected.toml holds no reference row: every reference figure comes from the bundle
+    written = read_matrix(files["expected"])
+    assert written and {r.kind for r in written} == {PUBLISHED, DIRECTION}
+    rows = shipped_matrix(files)
+    assert len(rows) == len(derived) + len(written) and len({r.index for r in rows}) == len(rows)
+    quick = shipped_matrix(files, quick=True)
+    assert quick and all(r.kind == REFERENCE for r in quick)
+    assert {r.retriever for r in quick} == {"bm25", "dense", "deo-rules", "nnn-fix", "mmr", "random"}
+    assert {r.benchmark for r in quick} == {"diag/antonym", "diag/negation", "negconstraint"}
+    # tolerance and reason come once per configuration of the plan (FVR scaled where it says so)
+    seq = [r for r in derived if r.label == "coder-seq" and r.benchmark == "nevir"]
+    assert {r.measure: r.tolerance for r in seq} == {"Sat@10": 0.02, "PairAcc": 0.02, "V@2": 0.02,
+                                                      "FVR@10": pytest.approx(0.2), "nDCG@10": 0.02}
+    assert all("trained here on a CPU" in r.reason for r in seq)
+    bm25 = {r.measure: r.expected for r in derived if r.label == "bm25" and r.benchmark == "diag/antonym"}
+    assert bm25 == {"Sat@10": pytest.approx(0.92222222), "V@2": pytest.approx(0.88888889),
+                    "FVR@10": pytest.approx(2.05555556), "nDCG@10": pytest.approx(0.8661685)}
+    published = [r for r in rows if r.kind == PUBLISHED]
+    assert len(published) >= 13 and all("Table" in r.table and r.paper for r in published)
+    assert {r.benchmark for r in published} >= {"nevir:coder", "excluir:coder", "diag/antonym", "beir/scifact"}
+    coder = [r for r in published if r.paper.startswith("CoDeR")]
+    assert all(r.spec.params["tokenizer"] == "coder" and r.spec.params["fields"] == "text" for r in coder)
+    assert all(r.baseline is not None and r.claim for r in rows if r.kind == DIRECTION)
+
+
+def test_derived_rows_follow_a_rebuilt_bundle(tiny: Path, tmp_path: Path) -> None:
+    """A bundle rebuilt with one more configuration gives that configuration's rows, with the plan's
+    tolerance and reason, and nothing copied by hand; a result of a configuration the plan lacks, or
+    of another seed, gives none."""
+    from harness.reference import write_bundle
+    from harness.runner import Runner
+
+    name = load_benchmark(str(tiny), tiny.parent).name
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[matrix]\nquick_benchmarks = ["{name}"]\n[matrix.measures]\n"{name}" = ["V@2", "FVR@10"]\n'
+                    '[[config]]\nretriever = "bm25"\ntolerance = 0.001\nreason = "exact"\nquick = true\n'
+                    '[[config]]\nretriever = "bm25"\nlabel = "bm25 k1"\nparams = { k1 = 0.5 }\n'
+                    'tolerance = 0.01\nreason = "looser"\nscale_fvr = true\n', encoding="utf-8")
+    bundle = tmp_path / "bundle.jsonl.gz"
+    settings = Settings(home=tmp_path / "home", device="cpu", extra_measures=("V@2", "FVR@10"))
+    with Store(tmp_path / "build.sqlite") as store:
+        with Runner(settings, store, None, log=lambda m: None) as runner:
+            runner.run([make_spec("bm25")], [str(tiny)], [0, 1])
+        write_bundle(store, bundle)
+        first = reference_rows(plan, bundle)
+        rec = next(r for r in store.results() if r.seed == 0)
+        assert [(r.label, r.measure) for r in first] == [("bm25", "V@2"), ("bm25", "FVR@10")]
+        assert [r.expected for r in first] == [round(rec.measures[m].mean, 8) for m in ("V@2", "FVR@10")]
+        assert all(r.tolerance == 0.001 and r.reason.endswith("tolerance: exact") and r.quick for r in first)
+        with Runner(settings, store, None, log=lambda m: None) as runner:
+            runner.run([make_spec("bm25", {"k1": 0.5}, label="bm25 k1"), make_spec("bm25", {"k1": 0.9})],
+                       [str(tiny)], [0])
+        write_bundle(store, bundle)
+    again = reference_rows(plan, bundle)
+    assert [(r.label, r.measure, r.tolerance, r.quick) for r in again] == [
+        ("bm25", "V@2", 0.001, True), ("bm25", "FVR@10", 0.001, True),
+        ("bm25 k1", "V@2", 0.01, False), ("bm25 k1", "FVR@10", pytest.approx(0.1), False)]
+    assert all(r.source == again[0].source != first[0].source for r in again)  # the new bundle's id
+
+
+def test_paired_difference_and_claims_by_hand() -> None:
+    a = {"q1": 1.0, "q2": 0.0, "q3": 1.0, "q4": 1.0, "only-a": 5.0}
+    b = {"q1": 0.0, "q2": 0.0, "q3": 0.0, "q4": 1.0, "only-b": 5.0}
+    diff, (lo, hi), n = paired_difference(a, b, n_resamples=2000)
+    assert n == 4 and diff == pytest.approx(0.5)  # (1 + 0 + 1 + 0) / 4 over the shared queries
+    assert 0.0 <= lo < 0.5 < hi <= 1.0
+    assert paired_difference(a, b) == paired_difference(a, b)  # seeded
+    assert claim_holds("better", (0.1, 0.3), True, 0) and not claim_holds("better", (-0.1, 0.3), True, 0)
+    assert claim_holds("better", (-0.3, -0.1), False, 0)  # V@k: lower is better
+    assert not claim_holds("better", (0.1, 0.3), False, 0)
+    assert claim_holds("same", (-0.02, 0.01), True, 0.03) and not claim_holds("same", (-0.05, 0.01), True, 0.03)
+    assert not claim_holds("better", (float("nan"), float("nan")), True, 0)
+
+
+def test_direction_rows_are_checked_by_sign_and_one_that_does_not_hold_fails(bench: str, tmp_path: Path,
+                                                                            home: Path) -> None:
+    common = {"benchmark": bench, "measure": "nDCG@10", "tolerance": 0.0, "kind": "direction",
+              "source": "A paper, Table 4", "reason": "the paper's claim"}
+    rows = [
+        # the same configuration is not better than itself: the interval is [0, 0]
+        {"retriever": "bm25", **common, "expected": 0.05, "baseline": {"retriever": "bm25"}, "claim": "better"},
+        # nor worse: within ±0 of itself
+        {"retriever": "bm25", **common, "expected": 0.0, "baseline": {"retriever": "bm25"}, "claim": "same",
+         "source": "A paper, Table 5"},
+    ]
+    m = write_matrix(tmp_path / "expected.toml", rows)
+    outcomes = reproduce(read_matrix(m), Settings(home=home, device="cpu"), log=lambda x: None)
+    assert [o.status for o in outcomes] == [FAIL, OK]
+    assert outcomes[0].got == 0.0 and outcomes[0].interval == (0.0, 0.0)
+    assert "does not hold here" in outcomes[0].note and "holds" in outcomes[1].note
+    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert res.exit_code == 0, res.output  # a paper's claim never gates the command
+    assert "direction rows: 1 OK, 0 OKish, 1 FAIL" in res.output.replace("\n", " ")
+    with Store(home / "results.sqlite") as store:
+        assert sorted(r["source"] for r in store.reproductions()) == ["A paper, Table 4; against bm25",
+                                                                      "A paper, Table 5; against bm25"]
+
+
+@pytest.mark.parametrize("change, field, message", [
+    ({"claim": "better"}, "claim", "only a direction row has one"),
+    ({"kind": "direction"}, "baseline", "missing (a direction row names its baseline"),
+    ({"kind": "direction", "baseline": {"retriever": "bm25"}, "claim": "worse"}, "claim", "must be one of"),
+    ({"kind": "direction", "baseline": {"retriever": "bm26"}, "claim": "better"}, "baseline", "unknown retriever"),
+    ({"kind": "direction", "baseline": {"name": "bm25"}, "claim": "better"}, "baseline", "must be a table"),
+])
+def test_a_malformed_direction_row_is_a_one_line_error(change: dict, field: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "expected.toml"
+    path.write_text(toml_row(**GOOD) + toml_row(**{**GOOD, **change}), encoding="utf-8")
+    with pytest.raises(MatrixError) as e:
+        read_matrix(path)
+    assert str(e.value).startswith(f"{path}: row 2: {field}: ") and message in str(e.value), str(e.value)
+
+
+def test_the_page_groups_the_papers_rows_by_paper_and_table_with_their_reasons() -> None:
+    from reports.pages.reproduction import papers
+
+    def r(kind: str, source: str, measure: str = "V@2") -> dict:
+        return {"kind": kind, "source": source, "label": "bm25", "benchmark": "nevir:coder", "measure": measure,
+                "status": OK}
+
+    rows = [r("reference", "reference bundle x"), r("published", "P (arXiv:1), Table 3"),
+            r("published", "P (arXiv:1), Table 1", "nDCG@10"), r("published", "P (arXiv:1), Table 3", "V@3"),
+            r("direction", "Q (arXiv:2), Table 2; against dense")]
+    groups = papers(rows, {("bm25", "nevir:coder", "V@2", "P (arXiv:1), Table 3"): "kept every passage"})
+    assert [(g["paper"], g["table"], [x["measure"] for x in g["rows"]]) for g in groups] == [
+        ("P (arXiv:1)", "Table 3", ["V@2", "V@3"]), ("P (arXiv:1)", "Table 1", ["nDCG@10"]),
+        ("Q (arXiv:2)", "Table 2", ["V@2"])]
+    assert groups[0]["rows"][0]["reason"] == "kept every passage" and groups[0]["rows"][1]["reason"] == ""
+    assert groups[2]["rows"][0]["against"] == "dense"

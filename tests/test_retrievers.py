@@ -237,3 +237,51 @@ def test_run_from_matrix_empty_slots() -> None:
     gap = np.array([[1, -1, 2]])  # an empty slot inside a row
     run = run_from_matrix(["x"], ids, gap, np.array([[0.75, 0.0, 0.5]], dtype=np.float32))
     assert run == {"x": [("b", 0.75), ("c", 0.5)]} and all(type(s) is float for _, s in run["x"])
+
+
+# ---------------------------------------------------------------------------------------------
+# bm25 presets: tokenizer (ours, CoDeR's, Lucene-like) and indexed fields
+
+
+def test_bm25_tokenizer_presets_by_hand() -> None:
+    text = "The U.S. price is $5 a Mother's-Day gift; naïve café"
+    ours = BM25Retriever(BM25Params()).tokenize([text])[0]
+    coder = BM25Retriever(BM25Params(tokenizer="coder", stopwords="")).tokenize([text])[0]
+    lucene = BM25Retriever(BM25Params(tokenizer="lucene")).tokenize([text])[0]
+    # ours: \w\w+ runs, Lucene's 33 stopwords dropped (the, is, a), one-character words dropped
+    assert ours == ["price", "mother", "day", "gift", "naïve", "café"]
+    # CoDeR's: [a-zA-Z0-9$]+ lowercased, every length, no stopwords; non-ASCII letters split words
+    assert coder == ["the", "u", "s", "price", "is", "$5", "a", "mother", "s", "day", "gift", "na", "ve", "caf"]
+    # Lucene-like: \w+ of every length, the possessive 's dropped, stopwords dropped
+    assert lucene == ["u", "s", "price", "5", "mother", "day", "gift", "naïve", "café"]
+    stemmed = BM25Retriever(BM25Params(tokenizer="lucene", stemmer="porter")).tokenize(["gifts priced"])[0]
+    assert stemmed == ["gift", "price"]
+
+
+def test_bm25_coder_preset_scores_by_hand() -> None:
+    """CoDeR's tokens through the same Lucene scoring: the hand formula over those tokens."""
+    r = BM25Retriever(BM25Params(tokenizer="coder", stopwords=""))
+    corpus = toy_corpus()
+    r.index(corpus, RunContext())
+    doc_tokens = r.tokenize(corpus.texts())
+    assert doc_tokens[0] == ["the", "cat", "sat", "on", "the", "mat", "with", "another", "cat"]
+    for q in ["the cat", "a dog at the mat"]:
+        qt = r.tokenize([q])[0]
+        np.testing.assert_allclose(r.scores(qt), hand_bm25(qt, doc_tokens), rtol=1e-5, atol=1e-6)
+
+
+def test_bm25_fields_text_leaves_the_title_out() -> None:
+    corpus = Corpus([Document("d0", "about nothing in particular", title="Zebra"),
+                     Document("d1", "a zebra crossing", title=""), Document("d2", "plain words", title="")])
+    both, text = BM25Retriever(BM25Params()), BM25Retriever(BM25Params(fields="text"))
+    both.index(corpus, RunContext())
+    text.index(corpus, RunContext())
+    q = [Query("q", "zebra")]
+    assert [d for d, _ in both.search(q, 10, RunContext())["q"]] == ["d1", "d0"]  # d1 is shorter
+    assert [d for d, _ in text.search(q, 10, RunContext())["q"]] == ["d1"]
+
+
+@pytest.mark.parametrize("bad", [{"tokenizer": "whitespace"}, {"fields": "title"}])
+def test_bm25_preset_parameters_are_checked(bad: dict) -> None:
+    with pytest.raises(ValueError, match=f"{next(iter(bad))} must be one of"):
+        BM25Params(**bad)

@@ -966,3 +966,14 @@ def test_leaderboard_command_formats(tmp_path, home, monkeypatch):
     assert res.exit_code == 0 and res.stdout.startswith("## tiny-suite\n")
     assert invoke("leaderboard", "--format", "html", "--out", "-").exit_code == 2
     assert invoke("leaderboard", "--format", "csv").exit_code == 2
+
+
+def test_the_score_separation_names_a_model_never_a_path_of_the_machine() -> None:
+    from reports.pages.benchmark import model_name
+
+    assert model_name("/home/builder/.beyondsim/models/coder/3f2a9c1d") == "coder/3f2a9c1d"
+    assert model_name("~/models/coder/3f2a9c1d/") == "coder/3f2a9c1d"
+    assert model_name("./models/coder-bge") == "models/coder-bge"
+    assert model_name("C:\\Users\\b\\models\\coder\\ab12") == "coder/ab12"
+    assert model_name("all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+    assert model_name("BAAI/bge-large-en-v1.5") == "BAAI/bge-large-en-v1.5"

@@ -37,6 +37,7 @@ from .completeness import Comp, completeness_at_k  # noqa: E402
 from .violation import FVR, V, first_violating_rank, violation_at_k  # noqa: E402
 from .satisfied import Sat, satisfied_at_k  # noqa: E402
 from .pairs import PairAcc, pair_accuracy, pair_documents  # noqa: E402
+from .topical import TR  # noqa: E402
 
 # The measures every result of a task family gets (besides its benchmark's own defaults).
 TASK_DEFAULTS: dict[str, tuple[str, ...]] = {
@@ -128,7 +129,7 @@ def group_by(per_query: Mapping[str, Mapping[str, float]], groups: Mapping[str, 
 
 __all__ = [
     "ALL_QUERIES", "PAIRS", "RELEVANT_QUERIES", "VIOLATING_QUERIES", "TASK_DEFAULTS", "EvalInput", "Evaluation",
-    "GroupValue", "Measure", "Comp", "FVR", "MAP", "NDCG", "PairAcc", "Precision", "RR", "Recall", "Sat",
+    "GroupValue", "Measure", "TR", "Comp", "FVR", "MAP", "NDCG", "PairAcc", "Precision", "RR", "Recall", "Sat",
     "TrecMeasure", "V", "completeness_at_k", "evaluate", "families", "first_violating_rank", "format_value", "group_by",
     "higher_is_better", "pair_accuracy", "pair_documents", "parse_measure", "register", "satisfied_at_k",
     "sort_key", "violation_at_k",

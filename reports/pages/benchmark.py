@@ -278,6 +278,16 @@ def _separation_of(rec: ResultRecord) -> dict[str, Any]:
     return sep if isinstance(sep, dict) and sep else {}
 
 
+def model_name(model: str) -> str:
+    """A model as the pages name it: a hub or package name as is; a directory on the machine that
+    ran it by its last two components — a trained artifact's kind and content hash
+    (``…/models/coder/<hash>`` → ``coder/<hash>``) — never the rest of that machine's path."""
+    if not model.startswith(("/", "~", ".")) and "\\" not in model:
+        return model
+    parts = [p for p in model.replace("\\", "/").split("/") if p not in ("", ".", "..", "~")]
+    return "/".join(parts[-2:]) or model
+
+
 def separation(b: BenchmarkComparison) -> list[dict[str, Any]]:
     out = []
     for g in b.groups:
@@ -291,13 +301,10 @@ def separation(b: BenchmarkComparison) -> list[dict[str, Any]]:
             d = sep.get(role)
             if not isinstance(d, dict) or not isinstance(d.get("margins"), dict) or not d["margins"]:
                 continue
-            model = str(d.get("model", role))
+            model = model_name(str(d.get("model", role)))
             margins = [float(v) for v in d["margins"].values() if finite(v)]
             name = f"{model} ({word})"
-            # an artifact directory is named by its last component in the legend (the full
-            # path stays in the table below)
-            short = model.rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", "~", ".")) else model
-            hist.append((f"{word}: {short}", margins))
+            hist.append((f"{word}: {model}", margins))
             stats.append({"name": name, "queries": str(d.get("queries", len(margins))),
                           "mean": fmt_num(d.get("margin_mean"), 3), "median": fmt_num(d.get("margin_median"), 3),
                           "positive": fmt_num(d.get("positive_share"), 3)})

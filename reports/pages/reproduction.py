@@ -16,7 +16,7 @@ from .common import Site, raw
 
 PAGE = "reproduction.html"
 STATUS_ORDER = ("FAIL", "OKish", "OK")
-KIND_ORDER = ("reference", "published")
+KIND_ORDER = ("reference", "published", "direction")
 _NOTES = {
     "OK": "equal to the expected figure (within 1e-4, or the row's tolerance when that is smaller)",
     "OKish": "within the row's tolerance, not equal",
@@ -48,10 +48,42 @@ def _row(r: Mapping[str, Any], links: Mapping[str, Mapping[str, str]]) -> dict[s
     }
 
 
-def view(rows: Sequence[Mapping[str, Any]], links: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+def papers(rows: Sequence[Mapping[str, Any]], reasons: Mapping[tuple[str, str, str, str], str]) -> list[dict[str, Any]]:
+    """The published and direction rows grouped by paper, then table (their ``source`` is ``"<paper>,
+    <table>"``, a direction row's followed by ``"; against <baseline>"``), in the order they come,
+    each with its reason (``reasons``: ``(label, benchmark, measure, source) → reason``)."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] not in ("published", "direction"):
+            continue
+        source, _, against = r["source"].partition("; against ")
+        paper, _, table = source.partition(", ")
+        g = groups.setdefault((paper, table), {"paper": paper, "table": table, "rows": []})
+        g["rows"].append({**r, "against": against,
+                          "reason": reasons.get((r["label"], r["benchmark"], r["measure"], source), "")})
+    return list(groups.values())
+
+
+def matrix_reasons() -> dict[tuple[str, str, str, str], str]:
+    """The reasons of the installed matrix's hand-written rows (the store keeps figures, not reasons)."""
+    from harness.registry import reference_files
+    from harness.reproduce import MatrixError, read_matrix
+
+    try:
+        path = reference_files().get("expected")
+        rows = read_matrix(path) if path is not None else []
+    except (MatrixError, Exception):  # noqa: BLE001 - a page without reasons rather than no page
+        return {}
+    return {(r.label, r.benchmark, r.measure, r.source): r.reason for r in rows}
+
+
+def view(rows: Sequence[Mapping[str, Any]], links: Mapping[str, Mapping[str, str]] | None = None,
+         reasons: Mapping[tuple[str, str, str, str], str] | None = None) -> dict[str, Any]:
     """The matrix for the template: reference rows, then published ones, each by benchmark,
-    retriever and measure; the counts of each status per kind; when the run was made. ``links``:
-    ``{"retrievers": {label: page}, "benchmarks": {name: page}}`` for the rows the site has pages for."""
+    retriever and measure; the counts of each status per kind; when the run was made; the
+    published and direction rows again by paper and table with their reasons (:func:`papers`).
+    ``links``: ``{"retrievers": {label: page}, "benchmarks": {name: page}}`` for the rows the site
+    has pages for."""
     links = links or {"retrievers": {}, "benchmarks": {}}
     shown = sorted((_row(r, links) for r in rows),
                    key=lambda r: (KIND_ORDER.index(r["kind"]) if r["kind"] in KIND_ORDER else len(KIND_ORDER),
@@ -62,6 +94,7 @@ def view(rows: Sequence[Mapping[str, Any]], links: Mapping[str, Mapping[str, str
         c[r["status"]] = c.get(r["status"], 0) + 1
     return {
         "rows": shown,
+        "papers": papers([r for r in (_row(x, links) for x in rows)], reasons or {}),
         "counts": [{"kind": k, "text": ", ".join(f"{n} {s}" for s, n in c.items())} for k, c in counts.items()],
         "created_at": str(rows[0]["created_at"]) if rows else "",
         "run_id": str(rows[0]["run_id"]) if rows else "",
@@ -76,4 +109,4 @@ def render(site: Site) -> None:
     site.env.globals["reproduction_page"] = PAGE
     links = {"retrievers": {label: f"retriever/{slug}.html" for label, slug in site.retriever_slugs.items()},
              "benchmarks": {b.name: f"bench/{b.slug}.html" for b in site.board.benchmarks}}
-    site.page("reproduction.html", PAGE, repro=view(rows, links))
+    site.page("reproduction.html", PAGE, repro=view(rows, links, matrix_reasons()))
