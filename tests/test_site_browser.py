@@ -1,12 +1,13 @@
 """The generated leaderboard in a real browser (headless Chromium through Playwright).
 
-The site comes from real runs: ``bm25`` and ``dense`` on two constraint diagnostics and a tool
-benchmark from the shared data, then ``beyondsim leaderboard``. The test opens it from disk,
+The site comes from real runs: ``bm25``, ``dense`` and ``random`` (the chance level) on two
+constraint diagnostics and a tool benchmark from the shared data, then ``beyondsim leaderboard``. The test opens it from disk,
 sorts a column and checks the new order against the stored values, follows links to a benchmark
 page, a retriever page and a per-query drill-down, and asserts that no page logged a console
 error, threw, or asked for anything over the network.
 
-Screenshots of the overview, a benchmark page (at full width and scrolled at a narrow window), a
+Screenshots of the overview (the constraint table under its Sat@10 headline, rank intervals and
+the chance row), its trade-off plot, a benchmark page (at full width and scrolled at a narrow window), a
 per-query drill-down and the cost page are written to
 ``$BEYONDSIM_ARTIFACTS/screenshots`` (default ``test-artifacts/screenshots`` in the repository)
 and listed in the test run's summary, so a CI log points at them.
@@ -36,7 +37,7 @@ def artifacts_dir() -> Path:
 
 @pytest.fixture
 def real_site(home: Path, shared_data: Path) -> tuple[Path, Path]:
-    args = ["run", "bm25", "dense", "--data-dir", str(shared_data)]
+    args = ["run", "bm25", "dense", "random", "--data-dir", str(shared_data)]
     for b in BENCHMARKS:
         args += ["-b", b]
     res = invoke(*args)
@@ -49,7 +50,7 @@ def real_site(home: Path, shared_data: Path) -> tuple[Path, Path]:
 
 def _column(page, table: str, index: int) -> list[str]:
     return page.eval_on_selector_all(
-        f"table#{table} tbody tr",
+        f"table#{table} tbody:not(.chance) tr",
         f"rows => rows.map(r => (r.cells[{index}].getAttribute('data-value') ?? r.cells[{index}].textContent).trim())",
     )
 
@@ -73,42 +74,70 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     page = browser_page
     store = Store(home / "results.sqlite")
 
-    # ---- overview: sort the constraint table by V@2 (lower is better), both directions
+    # ---- overview: ranked by Sat@10 (best first); the chance row in a body of its own, unranked
     page.goto((site / "index.html").as_uri())
     table = "overview-constraint"
     heads = page.eval_on_selector_all(f"table#{table} thead th", "hs => hs.map(h => h.textContent.trim())")
     v_col = next(i for i, h in enumerate(heads) if h.startswith("V@2"))
+    sat_col = next(i for i, h in enumerate(heads) if h.startswith("Sat@10"))
+    rank_col = heads.index("rank")
     label_col = 0
     labels_before = _column(page, table, label_col)
     assert sorted(labels_before) == ["bm25", "dense"]
 
-    # the stored V@2 of each retriever, averaged over the suite's benchmarks it ran on
-    expected: dict[str, float] = {}
-    for label in labels_before:
-        vals = [r.measures["V@2"].mean for r in store.results(retriever=label)
-                if r.benchmark in ("diag/antonym", "diag/negation") and "V@2" in r.measures]
-        expected[label] = sum(vals) / len(vals)
-    assert not parse_measure("V@2").higher_is_better
-    # the page starts ranked best first (lowest V@2)
-    assert labels_before == sorted(expected, key=expected.get)
+    # the stored means of each retriever over the suite's benchmarks it ran on
+    def suite_mean(label: str, measure: str) -> float:
+        vals = [r.measures[measure].mean for r in store.results(retriever=label)
+                if r.benchmark in ("diag/antonym", "diag/negation") and measure in r.measures]
+        return sum(vals) / len(vals)
 
+    sat = {label: suite_mean(label, "Sat@10") for label in labels_before}
+    expected = {label: suite_mean(label, "V@2") for label in labels_before}
+    assert labels_before == sorted(sat, key=sat.get, reverse=True)  # the page starts ranked by Sat@10
+    assert page.locator(f"table#{table} thead th").nth(sat_col).get_attribute("aria-sort") == "descending"
+    ranks = _column(page, table, rank_col)
+    assert all(r.isdigit() for r in ranks)  # rank intervals: the first number sorts
+    chance = page.locator(f"table#{table} tbody.chance tr")
+    assert chance.count() == 1
+    assert chance.locator("td").nth(label_col).inner_text().strip().startswith("random")
+    assert chance.locator("td").nth(rank_col).inner_text().strip() == "chance"
+    # random has the fewest violations: by V@2 alone it would head the table
+    assert suite_mean("random", "V@2") < min(expected.values())
+    assert suite_mean("random", "Sat@10") < min(sat.values())
+
+    # sort by V@2 (lower is better), both directions: the chance row stays in its own body, last
+    assert not parse_measure("V@2").higher_is_better
     header = page.locator(f"table#{table} thead th").nth(v_col)
-    # the overview starts ranked by V@2 ascending, so the first click reverses the order
-    assert header.get_attribute("aria-sort") == "ascending"
     header.click()
-    assert header.get_attribute("aria-sort") == "descending"
+    assert header.get_attribute("aria-sort") == "ascending"
     values = [float(v) for v in _column(page, table, v_col)]
-    assert values == sorted(values, reverse=True)
-    assert _column(page, table, label_col) == sorted(expected, key=expected.get, reverse=True)
+    assert values == sorted(values)
+    assert _column(page, table, label_col) == sorted(expected, key=expected.get)
     for label, v in zip(_column(page, table, label_col), values):
         assert v == pytest.approx(expected[label], abs=1e-9)
     header.click()
-    assert header.get_attribute("aria-sort") == "ascending"
-    assert _column(page, table, label_col) == sorted(expected, key=expected.get)
-    assert [float(v) for v in _column(page, table, v_col)] == sorted(values)
-    # sort by label text, then back: the text sort is alphabetical
+    assert header.get_attribute("aria-sort") == "descending"
+    assert _column(page, table, label_col) == sorted(expected, key=expected.get, reverse=True)
+    assert page.locator(f"table#{table} tbody.chance tr").count() == 1
+    # sort by label text: alphabetical
     page.locator(f"table#{table} thead th").nth(label_col).click()
     assert _column(page, table, label_col) == ["bm25", "dense"]
+
+    # the trade-off plot: one point per row (the chance point marked), each a link to its row
+    fig = page.locator("figure#overview-constraint-tradeoff")
+    points = page.eval_on_selector_all("figure#overview-constraint-tradeoff circle[data-label]",
+                                       "cs => cs.map(c => [c.dataset.label, c.dataset.kind, Number(c.dataset.x), "
+                                       "Number(c.dataset.y)])")
+    assert sorted(p[0] for p in points) == ["bm25", "dense", "random"]
+    assert {p[0]: p[1] for p in points}["random"] == "chance"
+    for label, _, x, y in points:
+        assert x == pytest.approx(suite_mean(label, "V@2")) and y == pytest.approx(suite_mean(label, "nDCG@10"))
+    assert page.locator("figure#overview-constraint-tradeoff line.chance-line").count() == 2
+    fig.screenshot(path=str(artifacts_dir() / "tradeoff.png"))
+    screenshot_log.append(artifacts_dir() / "tradeoff.png")
+    page.locator("figure#overview-constraint-tradeoff a.point:has(circle[data-label='dense'])").click()
+    assert page.url.endswith("#overview-constraint-row-dense")
+    assert page.locator("#overview-constraint-row-dense td").first.inner_text().strip() == "dense"
     _shoot(page, "overview.png", screenshot_log)
     _clean(page)
 
@@ -117,8 +146,11 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     page.wait_for_load_state()
     assert page.url.endswith("/bench/diag-antonym.html")
     assert "diag/antonym" in page.locator("h1").inner_text()
-    assert page.locator("table#results tbody tr").count() == 2
+    assert page.locator("table#results tbody tr").count() == 3
+    # the chance row last, unranked; the others ranked
+    assert page.locator("table#results tbody tr").last.locator("td.rank").inner_text().strip() == "chance"
     assert page.locator("svg[data-plot='line']").count() >= 1  # the violation-survival curves
+    assert page.locator("figure#tradeoff svg[data-plot='scatter'] circle[data-label]").count() == 3
     # every measure of the table is defined in its legend, and in its header's tooltip
     measures = page.eval_on_selector_all("table#results th[data-measure]", "hs => hs.map(h => h.dataset.measure)")
     legend = page.eval_on_selector_all("dl.measures dt", "ds => ds.map(d => d.dataset.measures).join(' ').split(' ')")
@@ -175,7 +207,7 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
 
     # ---- the cost page
     page.goto((site / "efficiency.html").as_uri())
-    assert page.locator("table#efficiency-results tbody tr").count() == 2 * len(BENCHMARKS)
+    assert page.locator("table#efficiency-results tbody tr").count() == 3 * len(BENCHMARKS)
     heads = page.eval_on_selector_all("table#efficiency-results thead th", "hs => hs.map(h => h.textContent.trim())")
     assert {"offline s", "offline CPU s", "online s", "online CPU s", "model load s"} <= set(heads)
     # dense loaded its encoder once, in its first result: that time is in "model load s", not "offline s"

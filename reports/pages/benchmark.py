@@ -111,8 +111,10 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
                 if measure_counted(m) and agg.n and set(agg.n) != set(g.n_queries):
                     title.append("n=" + "/".join(map(str, agg.n)))
             tests = b.tests_of(i, m)
+            # (no mark on the chance row or a row below chance: "better than dense" on V@2 is no
+            # credit to a ranking that retrieves nothing; the p-values stay in the tooltip)
             marks = [{"symbol": MARKS[t.kind], "kind": t.kind, "title": mark_title(b, t), "p": repr(t.p_adj),
-                      "better": t.better} for t in tests if t.significant]
+                      "better": t.better} for t in tests if t.significant and i not in b.standing]
             title += [f"vs {t.reference} ({reference_name(b, t.kind)}): Holm-adjusted p = {fmt_p(t.p_adj)}"
                       for t in tests]
             cells.append({
