@@ -24,7 +24,7 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
     store = Store(home / "results.sqlite")
     # the demo's own runs (the leaderboard also brought in the reference results, when shipped)
     got = {(r.retriever, r.benchmark): r for r in store.results() if not is_reference(r.extra)}
-    assert len(got) == 10
+    assert len(got) == 15  # bm25, dense and random (the chance level) on the five benchmarks
     m = {k: {n: v.mean for n, v in r.measures.items()} for k, r in got.items()}
     assert 0.65 <= m["bm25", "beir/scifact"]["nDCG@10"] <= 0.69
     assert 0.60 <= m["dense", "beir/scifact"]["nDCG@10"] <= 0.68  # MiniLM-L6 on SciFact: ~0.645 (MTEB)
@@ -33,6 +33,9 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
     assert m["dense", "nevir"]["V@2"] < m["bm25", "nevir"]["V@2"]
     assert m["bm25", "nevir"]["PairAcc"] < 0.25 and m["dense", "nevir"]["PairAcc"] < 0.25
     assert got["dense", "nevir"].measures["PairAcc"].n == 1383
+    # the chance row: no violations to speak of, PairAcc at its chance level, and nothing satisfied
+    assert m["random", "nevir"]["V@2"] < 0.01 and abs(m["random", "nevir"]["PairAcc"] - 0.25) < 0.03
+    assert m["random", "nevir"]["Sat@10"] < 0.02 < m["bm25", "nevir"]["Sat@10"]
     assert got["bm25", "negconstraint"].n_queries == 198
     html = (tmp_path / "lb" / "index.html").read_text()
     assert "beir/scifact" in html and "negconstraint" in html
@@ -46,7 +49,7 @@ def test_demo_suite_offline_and_rerun_is_free(home: Path, shared_data: Path, tmp
 
     res2 = CliRunner().invoke(app, ["run", "--suite", "demo", "--data-dir", str(shared_data)],
                               catch_exceptions=False)
-    assert res2.exit_code == 0 and res2.output.count("result exists") == 10
+    assert res2.exit_code == 0 and res2.output.count("result exists") == 15
     res3 = CliRunner().invoke(app, ["run", "dense", "-b", "nevir", "--data-dir", str(shared_data), "--force",
                                     "--seed", "0"], catch_exceptions=False)
     assert res3.exit_code == 0
