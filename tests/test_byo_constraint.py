@@ -188,7 +188,7 @@ def test_data_check_states_layout_counts_task_and_measures(layout, shown: str, t
     assert lines["layout"].strip() == shown
     assert lines["counts"].strip() == "documents 3, queries 3 (judged 3), judged pairs 6, violating pairs 3"
     assert lines["task"].strip().startswith("constraint (queries with a violating document: 3, so V@k and FVR@k")
-    assert lines["measures"].strip().startswith("V@2, V@10, FVR@10, nDCG@10")
+    assert lines["measures"].strip().startswith("Sat@10, V@2, V@10, FVR@10, nDCG@10")
     assert lines["name"].strip().startswith(f"{root.resolve()} (version ")
     assert "warning" not in lines
 
