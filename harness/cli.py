@@ -1105,19 +1105,11 @@ def import_cmd(
     cannot be loaded here is accepted on the results' own benchmark description, with a warning.
     The accepted lines are written in one transaction."""
     from .exchange import ExchangeError, ImportCounts, ImportedContent, ImportedLine, check_versions, import_items, \
-        read_export
+        read_export_file
 
     source = "<stdin>" if path == "-" else path
     try:
-        if path == "-":
-            items = read_export(sys.stdin, source)
-        else:
-            with open(path, encoding="utf-8") as f:
-                items = read_export(f, source)
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror or e}")
-    except UnicodeDecodeError as e:
-        fail(f"{source}: not UTF-8 text ({e.reason})")
+        items = read_export_file(path)
     except ExchangeError as e:
         fail(str(e))
     store_path = home_dir(home) / "results.sqlite"
@@ -1174,25 +1166,12 @@ def verify_cmd(
     the submitted rankings, PairAcc without both pair documents ranked) are listed as not
     recomputable. Exit code 1 when any result fails; with --import nothing is stored then.
     A results repository's CI runs: beyondsim verify <bundle>.jsonl --data-dir <data>"""
-    import gzip
-
-    from .exchange import ExchangeError, ImportedLine, import_items, read_export
+    from .exchange import ExchangeError, ImportedLine, import_items, read_export_file, shown_benchmark
     from .verify import verify_items
 
     source = "<stdin>" if path == "-" else path
     try:
-        if path == "-":
-            items = read_export(sys.stdin, source)
-        elif path.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                items = read_export(f, source)
-        else:
-            with open(path, encoding="utf-8") as f:
-                items = read_export(f, source)
-    except (OSError, EOFError) as e:
-        fail(f"cannot read {path}: {getattr(e, 'strerror', None) or e}")
-    except UnicodeDecodeError as e:
-        fail(f"{source}: not UTF-8 text ({e.reason})")
+        items = read_export_file(path)
     except ExchangeError as e:
         fail(str(e))
     n_results = sum(isinstance(it, ImportedLine) for it in items)
@@ -1205,7 +1184,7 @@ def verify_cmd(
         t.add_column(c, overflow="fold")
     for r in report.lines:
         rec = r.item.record
-        t.add_row(f"{rec.label} (seed {rec.seed}) {rec.key}", rec.benchmark,
+        t.add_row(f"{rec.label} (seed {rec.seed}) {rec.key}", shown_benchmark(rec.benchmark),
                   f"{len(r.recomputed)}: {', '.join(r.recomputed)}" if r.recomputed else "0",
                   ", ".join(r.not_recomputable) or "–",
                   Text("verified", style="green") if r.ok else Text(f"FAILED ({len(r.problems)})", style="bold red"))
@@ -1366,6 +1345,13 @@ def list_trainers() -> None:
     out.print(t)
 
 
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).read_bytes() == Path(b).read_bytes()
+    except OSError:
+        return False
+
+
 @app.command()
 def reproduce(
     quick: bool = typer.Option(False, "--quick", help="Only the rows marked quick = true: the cheap ones (bm25, dense, "
@@ -1386,15 +1372,21 @@ def reproduce(
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
     from .registry import reference_files
-    from .reproduce import FAIL, OK, OKISH, REFERENCE, SKIP, MatrixError, describe, load_matrix, reproduce, summarise
+    from .reproduce import (FAIL, OK, OKISH, REFERENCE, SKIP, MatrixError, describe, load_matrix, reproduce, store_rows,
+                            summarise)
 
-    if expected is None:
-        try:
-            expected = reference_files().get("expected")
-        except RegistryError as e:
-            fail(str(e))
+    try:
+        shipped_matrix = reference_files().get("expected")
+    except RegistryError as e:
         if expected is None:
+            fail(str(e))
+        shipped_matrix = None
+    if expected is None:
+        if shipped_matrix is None:
             fail("no reproduction matrix is installed (entry point group beyondsim.reference); give --expected FILE")
+        expected = shipped_matrix
+    # only a run of the shipped matrix can make an imported figure "reproduced" (harness.trust)
+    shipped = shipped_matrix is not None and _same_bytes(expected, shipped_matrix)
     try:
         rows = load_matrix(expected, quick=quick, only=list(only or ()))
     except MatrixError as e:
@@ -1405,9 +1397,12 @@ def reproduce(
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device)
     started = time.monotonic()
     with open_store(home) as store, progress_for(console) as progress:
-        outcomes = reproduce(rows, settings, store=store, progress=progress,
+        outcomes = reproduce(rows, settings, progress=progress,
                              log=lambda m: console.print(m, highlight=False, markup=False, soft_wrap=True),
                              make_runner=lambda st, sc, pr, lg: _make_runner(st, sc, pr, lg, ray))
+        matrix_rows = store_rows(outcomes)
+        if matrix_rows:
+            store.save_reproductions(matrix_rows, shipped=shipped)
         store_path = store.path
     style = {OK: "green", OKISH: "yellow", FAIL: "bold red", SKIP: "dim"}
 
@@ -1436,7 +1431,8 @@ def reproduce(
     compared = any(o.status != SKIP for o in outcomes)
     verdict = ("FAIL: a reference row did not reproduce" if s.failed else "reproduced" if compared
                else "nothing compared")
-    saved = f"; matrix saved to {store_path}" if compared else ""
+    saved = (f"; matrix saved to {store_path}" + ("" if shipped else " (not the shipped matrix: it upgrades no trust "
+                                                                      "level)")) if compared else ""
     out.print(f"{verdict} — {'; '.join(parts)} ({time.monotonic() - started:.0f} s){saved}", soft_wrap=True)
     if s.failed:
         raise typer.Exit(1)
