@@ -739,10 +739,10 @@ def export_jsonl(store: Store, out: TextIO, *, benchmark: str | None = None, ret
     results."""
     bench = {(b.name, b.version): b for b in store.benchmarks()}
     records = store.results(benchmark=benchmark, retriever=retriever, full=True)
-    if depth is not None:
+    if depth is not None:  # how deep the written rankings are whole: verify recomputes every cutoff within it
         for rec in records:
             rec.rankings = {q: r[:depth] for q, r in rec.rankings.items()}
-            rec.extra = {**rec.extra, CUT_KEY: depth}
+            rec.extra = {**rec.extra, CUT_KEY: min(depth, rec.k)}
     if annotate is not None:
         for rec in records:
             annotate(rec)

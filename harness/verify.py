@@ -188,7 +188,7 @@ def _plan(rec: ResultRecord, bench: Benchmark) -> tuple[list[str], dict[str, str
     # rankings all shorter than the depth an export says it cut them to (a claim that can only make
     # more figures recomputed, never fewer)
     cut = rec.extra.get(CUT_KEY)
-    complete = longest >= min(rec.k, len(bench.corpus)) or (type(cut) is int and longest < cut)
+    complete = longest >= min(rec.k, len(bench.corpus)) or (type(cut) is int and (longest < cut or cut >= rec.k))
     has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
     headline = set(headline_measures(bench))
     todo: list[str] = []
