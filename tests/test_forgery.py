@@ -123,7 +123,7 @@ def test_3_an_import_with_a_later_date_never_hides_the_users_row(exported: list[
     home = tmp_path / "home"
     assert invoke("run", "bm25", "-b", BENCH).exit_code == 0
     forged = figures_only(exported[1])
-    forged.update(k=50, created_at="2099-01-01T00:00:00+00:00")
+    forged.update(k=50, key="f" * 24, created_at="2099-01-01T00:00:00+00:00")
     assert invoke("import", str(write_rows(tmp_path / "later.jsonl", [forged]))).exit_code == 0
     row = board_row(home)
     assert row.measure("nDCG@10").mean == exported[1]["measures"]["nDCG@10"]["mean"] != 0.999
