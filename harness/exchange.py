@@ -42,7 +42,7 @@ from .trust import ORIGIN_KEY, VERIFIED, trust_of
 EXPORT_SCHEMA = 2  # 2: adds the "benchmark_content" lines (drill-down content); result lines as in 1
 IMPORT_SCHEMAS = (1, 2)
 CONTENT_KIND = "benchmark_content"
-CUT_KEY = "rankings_cut_at"  # extra: the depth an export cut the rankings to (a ranking shorter than it is whole)
+CUT_KEY = "rankings_cut_at"  # extra: the depth an export cut the rankings to (k when it did not cut them)
 MAX_LISTED = 20  # problems listed in one error message; the rest are counted
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -739,10 +739,10 @@ def export_jsonl(store: Store, out: TextIO, *, benchmark: str | None = None, ret
     results."""
     bench = {(b.name, b.version): b for b in store.benchmarks()}
     records = store.results(benchmark=benchmark, retriever=retriever, full=True)
-    if depth is not None:  # how deep the written rankings are whole: verify recomputes every cutoff within it
-        for rec in records:
+    for rec in records:  # how deep the written rankings are whole: verify recomputes every cutoff within it
+        if depth is not None:
             rec.rankings = {q: r[:depth] for q, r in rec.rankings.items()}
-            rec.extra = {**rec.extra, CUT_KEY: min(depth, rec.k)}
+        rec.extra = {**rec.extra, CUT_KEY: rec.k if depth is None else min(depth, rec.k)}
     if annotate is not None:
         for rec in records:
             annotate(rec)

@@ -79,6 +79,7 @@ def test_round_trip_into_an_empty_store_equals_the_original(exported, home: Path
         # each imported result says where it came from (and is "reported": nothing was recomputed)
         for d in copy:
             assert d["extra"].pop("origin") == {"kind": "import", "source": str(dump)}
+            assert d["extra"].pop("rankings_cut_at") == d["k"]  # the export says its rankings are whole
         assert copy == original  # every field: measures, per-query, rankings, phases, provenance, environment, ...
         assert original[0]["provenance"]["class"] == "retrievers.bm25:BM25Retriever"
         assert [x.__dict__ for x in b.benchmarks()] == [x.__dict__ for x in a.benchmarks()]

@@ -277,3 +277,27 @@ def test_an_import_gets_the_key_its_spec_gives(exported: list[dict], tmp_path: P
         (rec,) = store.results()
     assert rec.key == exported[1]["key"] and rec.spec_hash == exported[1]["spec_hash"]
     assert rec.key == result_key(rec.spec_hash, rec.benchmark_version, rec.seed, rec.k, rec.harness_version)
+
+
+def test_pages_isolate_ids_and_say_which_figures_were_checked(exported: list[dict], tmp_path: Path) -> None:
+    """A label with a right-to-left override is shown in elements the stylesheet isolates; a verified
+    row says which of its figures were checked."""
+    from tests.dom import parse
+
+    rlo = "\u05e9\u05dc\u05d5\u05dd 2"  # right-to-left text in a label (control characters are refused)
+    row = copy.deepcopy(exported[1])
+    row["label"] = rlo
+    path = write_rows(tmp_path / "rtl.jsonl", [exported[0], row])
+    assert invoke("verify", str(path), "--import").exit_code == 0
+    assert invoke("leaderboard", "--out", str(tmp_path / "site"), "--no-reference").exit_code == 0
+    html = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    isolated = {"a", "span", "td", "th", "dt", "dd", "li", "h1", "h2", "h3", "caption", "figcaption", "summary", "code",
+                "p", "bdi"}
+    rule = next(x for x in html.split("}") if "unicode-bidi: isolate" in x)
+    assert {t.strip() for t in rule.split("{")[0].split("*/")[-1].split(",")} == isolated
+    holders = [n for n in parse(html).iter() if n.tag not in ("title", "script")
+               and any(isinstance(c, str) and rlo in c for c in n.children)]
+    assert holders and all(n.tag in isolated for n in holders), [n.tag for n in holders]
+    (page,) = (tmp_path / "site" / "bench").glob("beir*tiny-med*.html")
+    cell = parse(page.read_text(encoding="utf-8")).by_id("results").find("td", "trust")
+    assert "figures checked here: " in cell.attrs["title"] and "nDCG@10" in cell.attrs["title"]

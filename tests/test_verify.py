@@ -259,6 +259,7 @@ def cut(rows: list[dict], depth: int) -> list[dict]:
     for r in rows:
         if "kind" not in r:
             r["rankings"] = {q: rk[:depth] for q, rk in r["rankings"].items()}
+            r["extra"]["rankings_cut_at"] = depth  # as `export` says of rankings it cut
     return rows
 
 
