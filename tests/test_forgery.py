@@ -301,3 +301,30 @@ def test_pages_isolate_ids_and_say_which_figures_were_checked(exported: list[dic
     (page,) = (tmp_path / "site" / "bench").glob("beir*tiny-med*.html")
     cell = parse(page.read_text(encoding="utf-8")).by_id("results").find("td", "trust")
     assert "figures checked here: " in cell.attrs["title"] and "nDCG@10" in cell.attrs["title"]
+
+
+def test_a_store_made_before_slots_keeps_every_result_in_its_slot(tmp_path: Path) -> None:
+    """A store whose results table keys each result once (``key UNIQUE``) is rebuilt when opened:
+    each row in the slot its origin gives, its child rows kept, and an own result can then be saved
+    beside an import of the same key."""
+    import sqlite3
+
+    from harness import store as store_mod
+
+    old_schema = (store_mod.SCHEMA.replace("  key TEXT NOT NULL,", "  key TEXT NOT NULL UNIQUE,")
+                  .replace(",\n  slot TEXT NOT NULL DEFAULT 'own',\n  UNIQUE (key, slot)", ""))
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(old_schema)
+    for rid, (key, extra) in enumerate([("mine", "{}"), ("theirs", '{"origin": {"kind": "import"}}')], 1):
+        db.execute("INSERT INTO results VALUES (?,?,'bm25','bm25','h','{}','b','v',0,10,'x','2026',1,0,'{}','{}',?)",
+                   (rid, key, extra))
+        db.execute("INSERT INTO query_measures VALUES (?, 'nDCG@10', 'q1', 0.5)", (rid,))
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        assert store.has("mine") and not store.has("theirs") and store.has("theirs", IMPORTED)
+        theirs = store.get("theirs", slot=IMPORTED, full=True)
+        assert theirs.per_query == {"nDCG@10": {"q1": 0.5}}
+        theirs.extra = {}  # the user's own run of the same key
+        assert store.save(theirs) and store.has("theirs") and store.has("theirs", IMPORTED)
