@@ -19,26 +19,30 @@ so a line whose retriever is given as ``module:Class`` is refused.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
 import shutil
+import sys
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, TextIO, Union
+from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, Sequence, TextIO, Union
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter,
                       ValidationError)
 
 from .registry import check_label
-from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store
-from .trust import ORIGIN_KEY
+from .store import CONTENT_DEPTH, IMPORTED, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key, snippet
+from .trust import ORIGIN_KEY, VERIFIED, trust_of
 
 EXPORT_SCHEMA = 2  # 2: adds the "benchmark_content" lines (drill-down content); result lines as in 1
 IMPORT_SCHEMAS = (1, 2)
 CONTENT_KIND = "benchmark_content"
+CUT_KEY = "rankings_cut_at"  # extra: the depth an export cut the rankings to (k when it did not cut them)
 MAX_LISTED = 20  # problems listed in one error message; the rest are counted
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -306,6 +310,7 @@ class ImportedContent:
     documents: list[dict[str, Any]]
     source: str
     lineno: int
+    source_is_file: bool = True  # False: built here from the benchmark as it loads (local_content)
 
     @property
     def where(self) -> str:
@@ -322,9 +327,13 @@ class ImportedContent:
             if r["violating"]:
                 viol.setdefault(r["qid"], []).append(r["docid"])
         queries = [SimpleNamespace(id=q["qid"], text=q["text"], meta=q["meta"]) for q in self.queries]
-        wrote = store.save_benchmark_content(self.benchmark, self.benchmark_version, queries, rel, viol)
-        added = store.save_documents(self.benchmark_version,
-                                     [(d["docid"], d["title"], d["snippet"]) for d in self.documents])
+        with store.transaction():
+            wrote = store.save_benchmark_content(self.benchmark, self.benchmark_version, queries, rel, viol)
+            added = store.save_documents(self.benchmark_version,
+                                         [(d["docid"], d["title"], d["snippet"]) for d in self.documents])
+            if self.source_is_file and (wrote or added):  # a run here replaces it with the local copy
+                marked = set(store.get_meta(IMPORTED_CONTENT, []))
+                store.set_meta(IMPORTED_CONTENT, sorted(marked | {self.benchmark_version}))
         return wrote, added
 
 
@@ -355,7 +364,9 @@ def _imported(line: ResultLine | ContentLine, source: str, lineno: int) -> Impor
     rec = ResultRecord(**d, measures={m: MeasureValue(**v.model_dump()) for m, v in line.measures.items()},
                        rankings={q: list(r) for q, r in line.rankings.items()})
     info = line.benchmark_info
-    return ImportedLine(rec, None if info is None else BenchmarkInfo(**info.model_dump()), source, lineno)
+    it = ImportedLine(rec, None if info is None else BenchmarkInfo(**info.model_dump()), source, lineno)
+    rekey(it)
+    return it
 
 
 def read_export(lines: Iterable[str | bytes], source: str = "<input>") -> list[ImportedLine | ImportedContent]:
@@ -376,6 +387,142 @@ def read_export(lines: Iterable[str | bytes], source: str = "<input>") -> list[I
     return items
 
 
+def read_export_file(path: str) -> list[ImportedLine | ImportedContent]:
+    """:func:`read_export` of a file (``-``: stdin; a name ending ``.gz``: gzip-compressed). A file
+    that cannot be read, a damaged gzip stream or bytes that are not UTF-8 are one
+    :class:`ExchangeError` line naming the file."""
+    source = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            return read_export(sys.stdin, source)
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return read_export(f, source)
+        with open(path, encoding="utf-8") as f:
+            return read_export(f, source)
+    except UnicodeDecodeError as e:
+        raise ExchangeError(f"{source}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise ExchangeError(f"{source}: damaged gzip data ({type(e).__name__}: {e or 'truncated'})") from None
+    except OSError as e:
+        raise ExchangeError(f"{source}: cannot read: {e.strerror or e}") from None
+
+
+# -- the benchmarks as they are here ------------------------------------------------------------
+
+
+def base_name(name: str) -> str:
+    """A benchmark name without its ``[:N]`` query slice."""
+    return name.split("[", 1)[0]
+
+
+def names_folder(name: str) -> bool:
+    """Whether a benchmark name is a folder path (how results on ``--benchmark ./folder`` are
+    stored) or climbs out of the data folder: such a name in a results file is never read here."""
+    base = base_name(name)
+    parts = re.split(r"[\\/]", base)
+    return base.startswith(("/", ".", "~", "\\")) or bool(re.match(r"^[A-Za-z]:", base)) or ".." in parts
+
+
+def shown_benchmark(name: str) -> str:
+    """A benchmark name from a file as messages print it: a folder path as its last part only."""
+    if not names_folder(name):
+        return name
+    last = re.split(r"[\\/]", base_name(name).rstrip("/\\"))[-1]
+    return f"local folder {last!r}"
+
+
+def _load_for_check(name: str, root: Path) -> Any:
+    """The benchmark ``name`` as it loads here; ``<name>[:N]`` is the slice ``--max-queries N`` makes."""
+    from .registry import load_benchmark
+
+    m = re.fullmatch(r"(.+)\[:(\d+)\]", name)
+    bench = load_benchmark(m.group(1) if m else name, root, False)
+    return bench.head(int(m.group(2))) if m else bench
+
+
+class LocalBenchmarks:
+    """Benchmarks loaded here for checking a file, once per name; a name that does not load keeps
+    its reason (a string). A name that is a folder path (:func:`names_folder`) is never loaded,
+    probed or printed unless ``read_folders`` (``beyondsim import`` of one's own export reads the
+    folder it names; ``verify``, which a public CI runs on anyone's file, never does)."""
+
+    def __init__(self, root: Path, log: Callable[[str], None] = lambda m: None, *, read_folders: bool = False):
+        self.root, self.log, self.read_folders = Path(root), log, read_folders
+        self._got: dict[str, Any] = {}
+
+    def shown(self, name: str) -> str:
+        """How messages print a benchmark name: a folder that is never read, by its last part only."""
+        return name if self.read_folders else shown_benchmark(name)
+
+    def get(self, name: str) -> Any:
+        from .data import DataError, MissingDataError
+        from .registry import RegistryError
+
+        if name not in self._got:
+            if names_folder(name) and not self.read_folders:
+                self._got[name] = "it names a local folder, and a folder named by a results file is never read"
+                return self._got[name]
+            self.log(f"loading {name} to check against it")
+            try:
+                self._got[name] = _load_for_check(name, self.root)
+            except (MissingDataError, DataError, RegistryError, LookupError, OSError, ValueError) as e:
+                self._got[name] = " ".join(str(e).split())[:300] or type(e).__name__
+        return self._got[name]
+
+
+def local_content(bench: Any, rankings: Iterable[Mapping[str, Sequence[Any]]]) -> ImportedContent:
+    """The drill-down content of ``bench`` as the runner stores it (its judged queries, judgments
+    and the documents of the top :data:`CONTENT_DEPTH` of ``rankings``), from the copy loaded here."""
+    rel, viol = bench.judgments.relevance, bench.judgments.violating
+    qrels = [{"qid": q, "docid": d, "grade": int(g), "violating": d in viol.get(q, ())}
+             for q, grades in rel.items() for d, g in grades.items()]
+    qrels += [{"qid": q, "docid": d, "grade": None, "violating": True}
+              for q, ds in viol.items() for d in sorted(ds) if d not in rel.get(q, {})]
+    ids = sorted({d for r in rankings for ranking in r.values() for d, _ in ranking[:CONTENT_DEPTH]})
+    docs = [bench.corpus.get(d) for d in ids if d in bench.corpus]
+    return ImportedContent(bench.name, bench.version,
+                           [{"qid": q.id, "text": q.text, "meta": dict(q.meta)} for q in bench.eval_queries], qrels,
+                           [{"docid": d.id, "title": d.title, "snippet": d.text} for d in docs],
+                           f"{bench.name} loaded here", 0, source_is_file=False)
+
+
+def _meta(meta: Any) -> str:
+    return json.dumps(dict(meta or {}), sort_keys=True, default=str)
+
+
+def content_differences(it: ImportedContent, bench: Any) -> str:
+    """How a content line differs from the benchmark loaded here (empty: it does not): the texts
+    of its queries, its judgments and its document snippets, each compared with the local copy."""
+    local_q = {q.id: (q.text, _meta(q.meta)) for q in bench.eval_queries}
+    queries = [q["qid"] for q in it.queries if local_q.get(q["qid"]) != (q["text"], _meta(q["meta"]))]
+    queries += [q for q in local_q if q not in {x["qid"] for x in it.queries}]
+    mine = {(r["qid"], r["docid"], r["grade"], bool(r["violating"])) for r in local_content(bench, []).qrels}
+    theirs = {(r["qid"], r["docid"], r["grade"], bool(r["violating"])) for r in it.qrels}
+    judgments = sorted({f"{q}/{d}" for q, d, _, _ in mine ^ theirs})
+    local_docs = {d["docid"]: bench.corpus.get(d["docid"]) for d in it.documents}
+    docs = [d["docid"] for d in it.documents if local_docs[d["docid"]] is None
+            or snippet(d["title"], d["snippet"]) != snippet(local_docs[d["docid"]].title, local_docs[d["docid"]].text)]
+    parts = [f"{len(xs)} {what} ({', '.join(xs[:3])}{', ...' if len(xs) > 3 else ''})"
+             for what, xs in (("query text(s)", queries), ("judgment(s)", judgments), ("document(s)", docs)) if xs]
+    return "; ".join(parts)
+
+
+def rekey(it: ImportedLine) -> None:
+    """Derive a result line's retriever, spec hash and key from its spec, as the runner makes them
+    (:func:`harness.store.result_key`; an LLM retriever's key names the model its ``extra`` records),
+    so no file can give a result another configuration's key or spec hash."""
+    from .registry import RetrieverSpec
+
+    rec = it.record
+    spec = RetrieverSpec(rec.spec["retriever"], dict(rec.spec["params"]))
+    llm = rec.extra.get("llm")
+    model = llm.get("model") if isinstance(llm, Mapping) else None
+    rec.retriever, rec.spec_hash = spec.name, spec.hash
+    rec.key = result_key(f"{spec.hash}|llm={model}" if model else spec.hash, rec.benchmark_version, rec.seed, rec.k,
+                         rec.harness_version)
+
+
 # -- checking benchmark versions ----------------------------------------------------------------
 
 
@@ -391,25 +538,20 @@ class VersionCheck:
     local_infos: dict[tuple[str, str], BenchmarkInfo] = field(default_factory=dict)
 
 
-def _load_for_check(name: str, root: Path) -> Any:
-    """The benchmark ``name`` as it loads here; ``<name>[:N]`` is the slice ``--max-queries N`` makes."""
-    from .registry import load_benchmark
-
-    m = re.fullmatch(r"(.+)\[:(\d+)\]", name)
-    bench = load_benchmark(m.group(1) if m else name, root, False)
-    return bench.head(int(m.group(2))) if m else bench
-
-
 def check_versions(items: list[ImportedLine | ImportedContent], known: Mapping[str, set[str]], root: Path,
-                   log: Callable[[str], None] = lambda m: None) -> VersionCheck:
+                   log: Callable[[str], None] = lambda m: None, *,
+                   benches: LocalBenchmarks | None = None) -> VersionCheck:
     """Check each imported line's benchmark version against this store's versions of that
     benchmark (``known``), or, when the store does not know it, the version of the local copy
     under ``root``. A benchmark that cannot be loaded here: a result is accepted on the benchmark
-    description it carries, a content line when a result of its version was."""
-    from .data import DataError, MissingDataError
-    from .registry import RegistryError
+    description it carries, a content line when a result of its version was. A content line of a
+    benchmark that loads here must hold exactly the local copy's texts and judgments (its document
+    snippets too), else it is refused: drill-down content comes from the benchmark, never from a
+    file. ``benches`` (default: one that reads the folders a file names) loads the benchmarks."""
     from .runner import benchmark_info
 
+    benches = benches or LocalBenchmarks(root, log, read_folders=True)
+    shown = benches.shown
     versions: dict[str, tuple[set[str] | None, str]] = {}
     local_infos: dict[tuple[str, str], BenchmarkInfo] = {}
     names = (it.benchmark if isinstance(it, ImportedContent) else it.record.benchmark for it in items)
@@ -417,11 +559,9 @@ def check_versions(items: list[ImportedLine | ImportedContent], known: Mapping[s
         if name in known:
             versions[name] = (set(known[name]), "this store has")
             continue
-        try:
-            log(f"checking the version of {name} against its local copy")
-            bench = _load_for_check(name, root)
-        except (MissingDataError, DataError, RegistryError, LookupError, OSError, ValueError) as e:
-            versions[name] = (None, " ".join(str(e).split())[:300])
+        bench = benches.get(name)
+        if isinstance(bench, str):
+            versions[name] = (None, bench)
             continue
         versions[name] = ({bench.version}, "the local copy of the benchmark has")
         info = benchmark_info(bench)
@@ -433,20 +573,21 @@ def check_versions(items: list[ImportedLine | ImportedContent], known: Mapping[s
         if isinstance(it, ImportedContent):
             continue
         rec = it.record
-        what = f"{it.where}: result {rec.key} ({rec.label}, seed {rec.seed}) on benchmark {rec.benchmark}"
+        what = f"{it.where}: result {rec.key} ({rec.label}, seed {rec.seed}) on benchmark {shown(rec.benchmark)}"
         ok, why = versions[rec.benchmark]
         if ok is None:
             info = it.benchmark_info
             if info is None or (info.name, info.version) != (rec.benchmark, rec.benchmark_version):
                 carried = ("no benchmark_info" if info is None else
-                           f"a benchmark_info of {info.name} version {info.version}, not of this result's benchmark")
+                           f"a benchmark_info of {shown(info.name)} version {info.version}, not of this "
+                           "result's benchmark")
                 refused_at[id(it)] = (f"{what} version {rec.benchmark_version} cannot be verified: the benchmark is "
                                       f"not in this store and cannot be loaded here ({why}), and the line carries "
                                       f"{carried}")
                 continue
             if (rec.benchmark, rec.benchmark_version) not in warned:
                 warned.add((rec.benchmark, rec.benchmark_version))
-                warnings.append(f"benchmark {rec.benchmark} version {rec.benchmark_version} was NOT verified: it is "
+                warnings.append(f"benchmark {shown(rec.benchmark)} version {rec.benchmark_version} was NOT verified: it is "
                                 f"not in this store and cannot be loaded here ({why}); accepted on the exported "
                                 "benchmark description")
         elif rec.benchmark_version not in ok:
@@ -455,16 +596,25 @@ def check_versions(items: list[ImportedLine | ImportedContent], known: Mapping[s
     for it in items:
         if not isinstance(it, ImportedContent):
             continue
-        what = f"{it.where}: drill-down content of benchmark {it.benchmark}"
+        what = f"{it.where}: drill-down content of benchmark {shown(it.benchmark)}"
         ok, why = versions[it.benchmark]
         if ok is None:
             if (it.benchmark, it.benchmark_version) not in warned:
                 refused_at[id(it)] = (f"{what} version {it.benchmark_version} cannot be verified: the benchmark is "
                                       f"not in this store and cannot be loaded here ({why}), and no result of that "
                                       "version in this file carries its description")
-        elif it.benchmark_version not in ok:
+            continue
+        if it.benchmark_version not in ok:
             refused_at[id(it)] = (f"{what} is of version {it.benchmark_version}, but {why} version(s) "
                                   f"{', '.join(sorted(ok))}; refusing to mix")
+            continue
+        bench = benches.get(it.benchmark)
+        if isinstance(bench, str) or bench.version != it.benchmark_version:
+            continue  # not here (the store's version was checked): kept until a run here replaces it
+        differ = content_differences(it, bench)
+        if differ:
+            refused_at[id(it)] = (f"{what} version {it.benchmark_version} differs from the local copy of the "
+                                  f"benchmark: {differ}; drill-down content comes from the benchmark, refusing it")
     return VersionCheck([it for it in items if id(it) not in refused_at],
                         [refused_at[id(it)] for it in items if id(it) in refused_at], warnings, local_infos)
 
@@ -484,8 +634,10 @@ class ImportCounts:
 def import_items(store: Store, items: Iterable[ImportedLine | ImportedContent],
                  local_infos: Mapping[tuple[str, str], BenchmarkInfo] | None = None, *,
                  origin: Mapping[str, Any] | None = None) -> ImportCounts:
-    """Write checked lines into ``store`` in one transaction: a result whose key is stored already
-    is left as it is; a benchmark the store does not describe yet gets the description of its
+    """Write checked lines into ``store`` in one transaction, each result in the store's imported
+    slot (:mod:`harness.store`: a result computed here is never replaced or hidden by one): a
+    result whose key is imported already is left as it is, unless the new one verified and the
+    stored one did not; a benchmark the store does not describe yet gets the description of its
     local copy (``local_infos``), else the one the line carries. Each written result records where
     it came from in ``extra["origin"]`` (:mod:`harness.trust`): ``{"kind": "import", "source":
     <file>}`` plus ``origin``; an origin the line carried from an earlier import is replaced, and a
@@ -512,7 +664,10 @@ def import_items(store: Store, items: Iterable[ImportedLine | ImportedContent],
                 if info is not None and (info.name, info.version) == ident:
                     store.save_benchmark(info)
                     have_info.add(ident)
-            if store.save(rec):
+            stored = store.get(rec.key, slot=IMPORTED)
+            better = (stored is not None and trust_of(rec.extra) == VERIFIED
+                      and trust_of(stored.extra) != VERIFIED)  # the order of imports decides nothing
+            if store.save(rec, replace=better):
                 counts.results_added += 1
             else:
                 counts.results_present += 1
@@ -584,9 +739,10 @@ def export_jsonl(store: Store, out: TextIO, *, benchmark: str | None = None, ret
     results."""
     bench = {(b.name, b.version): b for b in store.benchmarks()}
     records = store.results(benchmark=benchmark, retriever=retriever, full=True)
-    if depth is not None:
-        for rec in records:
+    for rec in records:  # how deep the written rankings are whole: verify recomputes every cutoff within it
+        if depth is not None:
             rec.rankings = {q: r[:depth] for q, r in rec.rankings.items()}
+        rec.extra = {**rec.extra, CUT_KEY: rec.k if depth is None else min(depth, rec.k)}
     if annotate is not None:
         for rec in records:
             annotate(rec)

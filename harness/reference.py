@@ -11,8 +11,10 @@ recomputed it.
   top :data:`BUNDLE_DEPTH` (per-query measures, spec, provenance, environment and ledger kept);
 * :func:`ensure_imported` brings a bundle into a user's store once per bundle: every result is
   verified against the benchmark here where it can be (:mod:`harness.verify`), marked with the
-  bundle id (:mod:`harness.trust`), and the results of an older bundle are replaced. A result the
-  user computed here under the same key is kept, and compared with the bundle's figures.
+  bundle id (:mod:`harness.trust`), and the results of an older bundle are replaced. The bundle's
+  results go to the store's imported slot: a result the user computed here under the same key is
+  never touched (and is compared with the bundle's figures), and a damaged bundle is one
+  :class:`harness.exchange.ExchangeError` line naming the file.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .store import ResultRecord, Store
+from .store import IMPORTED, ResultRecord, Store
 from .trust import ORIGIN_KEY, is_reference, origin
 from .types import slice_name
 
@@ -179,12 +181,6 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
     return n
 
 
-def read_bundle_lines(path: Path) -> list[str]:
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        return f.readlines()
-
-
 @dataclass
 class ImportReport:
     bundle: str
@@ -217,7 +213,8 @@ def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[
     (version, then its measures recomputed from its rankings, :func:`harness.verify.verify_items`)
     and marked with the bundle id; a key the store holds already is kept (a result computed here
     stays), and its figures are compared with the bundle's (:attr:`ImportReport.differences`)."""
-    from .exchange import check_versions, import_items, read_export
+    from .exchange import LocalBenchmarks, check_versions, import_items, read_export_file
+    from .registry import RegistryError, get_retriever_class
     from .verify import verify_items
 
     bid = bundle_id(path)
@@ -229,19 +226,29 @@ def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[
     if old:
         with store.transaction():
             for r in old:
-                store.delete(r.key)
+                store.delete(r.key, IMPORTED)
         report.replaced_old = len(old)
-    items = read_export(read_bundle_lines(path), str(path.name))
+    items = read_export_file(str(path))
     known: dict[str, set[str]] = {}
     for b in store.benchmarks():
         known.setdefault(b.name, set()).add(b.version)
-    check = check_versions(items, known, data_dir, log=log)
+    benches = LocalBenchmarks(data_dir, log)
+    check = check_versions(items, known, data_dir, log=log, benches=benches)
     report.refused = list(check.refused)
     keep = check.accepted
-    # a result whose measures do not recompute here (or whose benchmark is not here) comes in
-    # unverified, so it shows as "reported", with the reason among the warnings
-    verification = verify_items(keep, data_dir, log=log)
+    # a result whose measures do not recompute here (or whose benchmark is not here), or of a
+    # retriever that is not installed here, comes in unverified, so it shows as "reported", with
+    # the reason among the warnings
+    verification = verify_items(keep, data_dir, log=log, benches=benches)
     report.unverified = [p for p in verification.problems]
+    for line in verification.lines:
+        try:
+            get_retriever_class(line.item.record.retriever)
+        except (RegistryError, ImportError):
+            if line.item.verified_here:
+                line.item.verified_here = False
+                report.unverified.append(f"{line.what}: retriever {line.item.record.retriever!r} is not installed "
+                                         "here, so no reference result of it is taken as checked")
     for it in keep:
         rec = getattr(it, "record", None)
         if rec is None:
@@ -251,7 +258,8 @@ def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[
             diff = _differences(mine, rec)
             if diff:
                 report.differences.append(f"{mine.label} on {mine.benchmark} (seed {mine.seed}): " + "; ".join(diff))
-    present = {it.record.key for it in keep if getattr(it, "record", None) is not None and store.has(it.record.key)}
+    present = {it.record.key for it in keep
+               if getattr(it, "record", None) is not None and store.has(it.record.key, IMPORTED)}
     counts = import_items(store, keep, check.local_infos, origin={"reference": bid})
     report.added, report.present = counts.results_added, counts.results_present
     for it in keep:

@@ -307,14 +307,12 @@ def reference_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
     configuration's tolerance (``FVR@k``: k times it where the configuration says ``scale_fvr``) and reason, quick when the configuration is
     and the benchmark is among ``matrix.quick_benchmarks``. Rows follow the plan's configuration
     order, then the bundle's order. A result of a configuration the plan lacks is left out."""
-    from .exchange import read_export
-    from .reference import bundle_id, load_plan, read_bundle_lines
+    from .exchange import read_export_file
+    from .reference import bundle_id, load_plan
 
     plan = load_plan(Path(plan_path))
     configs = {c.display: c for c in plan.config}
-    where = str(bundle_path)
-    records = [it.record for it in read_export(read_bundle_lines(Path(bundle_path)), Path(bundle_path).name)
-               if getattr(it, "record", None) is not None]
+    records = [it.record for it in read_export_file(str(bundle_path)) if getattr(it, "record", None) is not None]
     source = f"reference bundle {bundle_id(Path(bundle_path))}"
     specs = {name: make_spec(c.retriever, c.params, label=c.label) for name, c in configs.items()}
     order = {name: i for i, name in enumerate(configs)}
@@ -337,7 +335,7 @@ def reference_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
                                     f"{rec.seed}); tolerance: {c.reason or 'none given'}"
                                     + (f"; FVR runs from 1 to {scale + 1}, so {scale} times that" if scale > 1 else "")),
                             quick=c.quick and whole in plan.matrix.quick_benchmarks, seed=rec.seed))
-    check_unique(rows, where)
+    check_unique(rows, str(bundle_path))
     return rows
 
 

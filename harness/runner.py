@@ -28,7 +28,7 @@ from .provenance import environment, provenance
 from .registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
                        retriever_info)
 from .stats import bootstrap_cis
-from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from .store import CONTENT_DEPTH, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from .types import Benchmark, Query, Run, slice_name
 
 DEFAULT_K = 100
@@ -242,11 +242,18 @@ class Runner:
 
     def save_content(self, bench: Benchmark, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> None:
         """What the reports' per-query drill-down shows: the benchmark's judged queries and
-        judgments (once per version) and the documents of this result's top :data:`CONTENT_DEPTH`."""
-        self.store.save_benchmark_content(bench.name, bench.version, bench.eval_queries,
-                                          bench.judgments.relevance, bench.judgments.violating)
+        judgments (once per version) and the documents of this result's top :data:`CONTENT_DEPTH`.
+        Content an import brought for a benchmark that was not here is replaced by the benchmark's
+        own (the documents it held rewritten from the corpus here)."""
         ids = {d for r in rankings.values() for d, _ in r[:CONTENT_DEPTH]}
-        self.store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
+        with self.store.transaction():
+            imported = set(self.store.get_meta(IMPORTED_CONTENT, []))
+            if bench.version in imported:
+                ids |= set(self.store.forget_benchmark_content(bench.version))
+                self.store.set_meta(IMPORTED_CONTENT, sorted(imported - {bench.version}))
+            self.store.save_benchmark_content(bench.name, bench.version, bench.eval_queries,
+                                              bench.judgments.relevance, bench.judgments.violating)
+            self.store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
 
     @staticmethod
     def pair_scores(retriever: Any, bench: Benchmark, queries: Sequence[Query], run: Run,

@@ -1,6 +1,10 @@
 """The results store: SQLite in WAL mode (DESIGN.md §9).
 
-A result is keyed by ``(retriever spec hash, benchmark version, seed, depth k, harness version)``.
+A result is keyed by ``(retriever spec hash, benchmark version, seed, depth k, harness version)``,
+and kept in one of two *slots* per key: ``own`` (computed by this harness here: ``run``, ``submit``)
+and ``imported`` (read from a file or the reference bundle: its ``extra["origin"]`` says so,
+:mod:`harness.trust`). The slot follows from the record, so an import can never stand in for, hide
+or replace a result the user computed, and ``run`` skips only on its own results.
 Each result is written in one transaction — a crash leaves the whole result or none of it — and
 a key is written once: :meth:`Store.save` takes the write lock before it looks for the key, so of
 two processes saving one result, the second waits and then keeps the stored one (or, when told
@@ -37,7 +41,7 @@ BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
   id INTEGER PRIMARY KEY,
-  key TEXT NOT NULL UNIQUE,
+  key TEXT NOT NULL,
   retriever TEXT NOT NULL,
   label TEXT NOT NULL,
   spec_hash TEXT NOT NULL,
@@ -52,7 +56,9 @@ CREATE TABLE IF NOT EXISTS results (
   n_missing INTEGER NOT NULL,
   environment_json TEXT NOT NULL DEFAULT '{}',
   provenance_json TEXT NOT NULL DEFAULT '{}',
-  extra_json TEXT NOT NULL DEFAULT '{}'
+  extra_json TEXT NOT NULL DEFAULT '{}',
+  slot TEXT NOT NULL DEFAULT 'own',
+  UNIQUE (key, slot)
 );
 CREATE INDEX IF NOT EXISTS results_bench ON results(benchmark);
 CREATE TABLE IF NOT EXISTS measures (
@@ -150,6 +156,7 @@ CREATE TABLE IF NOT EXISTS reproductions (
   status TEXT NOT NULL,
   kind TEXT NOT NULL,
   source TEXT NOT NULL,
+  shipped INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (run_id, spec_hash, benchmark, measure, kind, source)
 );
 CREATE TABLE IF NOT EXISTS meta (
@@ -164,8 +171,27 @@ CREATE TABLE IF NOT EXISTS bench_documents (
   PRIMARY KEY (version, docid)
 );
 """
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: results kept per (key, slot)
+OWN, IMPORTED = "own", "imported"  # the two slots of a key (see the module docstring)
+IMPORTED_CONTENT = "imported_content"  # meta: benchmark versions whose drill-down content came from a file
 SNIPPET_CHARS = 300
+
+
+def slot_of(extra: Mapping[str, Any] | None) -> str:
+    """The slot a result is kept in: :data:`IMPORTED` when its ``extra`` records an origin
+    (:func:`harness.trust.origin`), else :data:`OWN`."""
+    from .trust import origin
+
+    return OWN if origin(extra) is None else IMPORTED
+
+
+def snippet(title: Any, text: Any) -> tuple[str, str]:
+    """A document as the drill-down keeps it: its title and the first :data:`SNIPPET_CHARS`
+    characters of its text, white space collapsed."""
+    body = " ".join(str(text).split())
+    if len(body) > SNIPPET_CHARS:
+        body = body[: SNIPPET_CHARS - 1].rstrip() + "…"
+    return str(title or "")[:SNIPPET_CHARS], body
 
 
 def result_key(spec_hash: str, benchmark_version: str, seed: int, k: int, harness_version: str) -> str:
@@ -282,6 +308,13 @@ def _allow_unknown_tokens(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id)")
 
 
+def _mark_shipped_matrices(db: sqlite3.Connection) -> None:
+    """A store made before reproductions said which matrix they ran gains the ``shipped`` column;
+    its earlier matrices count as not shipped (inside the caller's transaction)."""
+    if not any(r[1] == "shipped" for r in db.execute("PRAGMA table_info(reproductions)")):
+        db.execute("ALTER TABLE reproductions ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0")
+
+
 def _key_reproductions_by_source(db: sqlite3.Connection) -> None:
     """A store made when ``reproductions`` was keyed without ``kind`` and ``source`` (so a published
     figure could not sit beside the reference figure of the same measure): rebuild the table with
@@ -295,6 +328,36 @@ def _key_reproductions_by_source(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE reproductions_new RENAME TO reproductions")
 
 
+def _slot_results(conn: sqlite3.Connection) -> None:
+    """A store made before results had slots keys each result once (``key UNIQUE``): rebuild its
+    ``results`` table with the current definition, each row in the slot its ``extra`` gives
+    (SQLite's table-rebuild procedure: foreign keys off, so the child rows stay as they are)."""
+    if any(r[1] == "slot" for r in conn.execute("PRAGMA table_info(results)")):
+        return
+    conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not any(r[1] == "slot" for r in conn.execute("PRAGMA table_info(results)")):  # another process?
+                create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS results " in stmt)
+                conn.execute(create.replace("IF NOT EXISTS results ", "results_new "))
+                cols = ("id, key, retriever, label, spec_hash, spec_json, benchmark, benchmark_version, seed, k, "
+                        "harness_version, created_at, n_queries, n_missing, environment_json, provenance_json, "
+                        "extra_json")
+                conn.execute(f"INSERT INTO results_new ({cols}, slot) SELECT {cols}, CASE WHEN "
+                             f"json_type(extra_json, '$.origin') = 'object' THEN '{IMPORTED}' ELSE '{OWN}' END "
+                             "FROM results")
+                conn.execute("DROP TABLE results")
+                conn.execute("ALTER TABLE results_new RENAME TO results")
+                conn.execute("CREATE INDEX IF NOT EXISTS results_bench ON results(benchmark)")
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+    finally:
+        conn.execute("PRAGMA foreign_keys=ON")
+
+
 class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -303,6 +366,8 @@ class Store:
         self._conn.row_factory = sqlite3.Row
         self._depth = 0  # nesting of transaction()
         self._use_wal()
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE name='results'").fetchone() is not None:
+            _slot_results(self._conn)
         self._conn.execute("PRAGMA foreign_keys=ON")
         with self.transaction():
             for stmt in SCHEMA.split(";"):
@@ -310,6 +375,7 @@ class Store:
                     self._conn.execute(stmt)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             _allow_unknown_tokens(self._conn)
+            _mark_shipped_matrices(self._conn)
             _key_reproductions_by_source(self._conn)
 
     def _use_wal(self) -> None:
@@ -362,8 +428,9 @@ class Store:
         finally:
             self._depth = 0
 
-    def has(self, key: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM results WHERE key=?", (key,)).fetchone() is not None
+    def has(self, key: str, slot: str = OWN) -> bool:
+        """Whether a result of ``key`` is stored in ``slot`` (by default: computed here)."""
+        return self._conn.execute("SELECT 1 FROM results WHERE key=? AND slot=?", (key, slot)).fetchone() is not None
 
     def save_benchmark(self, info: BenchmarkInfo) -> None:
         with self.transaction():
@@ -374,10 +441,11 @@ class Store:
             )
 
     def save(self, rec: ResultRecord, *, replace: bool = False) -> bool:
-        """Write one result in one transaction; returns whether it wrote. A key already stored (by
-        this process or another one) is kept and nothing is written, unless ``replace``: then the
-        stored result is replaced in the same transaction, so a reader sees the old result or the
-        new one, never a mix. Every value is checked before anything is written (see
+        """Write one result in one transaction, in the slot its ``extra`` gives (:func:`slot_of`);
+        returns whether it wrote. A key already stored in that slot (by this process or another
+        one) is kept and nothing is written, unless ``replace``: then the stored result is replaced
+        in the same transaction, so a reader sees the old result or the new one, never a mix. The
+        other slot is never touched. Every value is checked before anything is written (see
         :func:`_result_rows`); a non-finite one is a ValueError."""
         created = rec.created_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         head = (rec.key, rec.retriever, rec.label, rec.spec_hash, _json(rec.spec, f"result {rec.key}: spec"),
@@ -385,15 +453,16 @@ class Store:
                 int(rec.n_queries), int(rec.n_missing),
                 *(_json(getattr(rec, f), f"result {rec.key}: {f}") for f in ("environment", "provenance", "extra")))
         rows = _result_rows(rec)
+        slot = slot_of(rec.extra)
         with self.transaction() as db:  # all rows or none; the write lock is held from here
-            if db.execute("SELECT 1 FROM results WHERE key=?", (rec.key,)).fetchone() is not None:
+            if db.execute("SELECT 1 FROM results WHERE key=? AND slot=?", (rec.key, slot)).fetchone() is not None:
                 if not replace:
                     return False
-                db.execute("DELETE FROM results WHERE key=?", (rec.key,))
+                db.execute("DELETE FROM results WHERE key=? AND slot=?", (rec.key, slot))
             cur = db.execute(
                 "INSERT INTO results (key, retriever, label, spec_hash, spec_json, benchmark, benchmark_version,"
                 " seed, k, harness_version, created_at, n_queries, n_missing, environment_json, provenance_json,"
-                " extra_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", head)
+                " extra_json, slot) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (*head, slot))
             rid = int(cur.lastrowid)
             db.executemany("INSERT INTO measures VALUES (?,?,?,?,?,?)", [(rid, *r) for r in rows["measures"]])
             db.executemany("INSERT INTO query_measures VALUES (?,?,?,?)", [(rid, *r) for r in rows["query_measures"]])
@@ -403,9 +472,9 @@ class Store:
         rec.id, rec.created_at = rid, created
         return True
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, slot: str = OWN) -> None:
         with self.transaction():
-            self._conn.execute("DELETE FROM results WHERE key=?", (key,))
+            self._conn.execute("DELETE FROM results WHERE key=? AND slot=?", (key, slot))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -450,8 +519,9 @@ class Store:
         sql += " ORDER BY benchmark, label, seed, id"
         return [self._row_to_record(r, full=full) for r in self._conn.execute(sql, args).fetchall()]
 
-    def get(self, key: str, *, full: bool = False) -> ResultRecord | None:
-        row = self._conn.execute("SELECT * FROM results WHERE key=?", (key,)).fetchone()
+    def get(self, key: str, *, full: bool = False, slot: str = OWN) -> ResultRecord | None:
+        """The result of ``key`` in ``slot`` (by default: computed here), or ``None``."""
+        row = self._conn.execute("SELECT * FROM results WHERE key=? AND slot=?", (key, slot)).fetchone()
         return self._row_to_record(row, full=full) if row else None
 
     def per_query(self, result_id: int, measure: str | None = None) -> dict[str, dict[str, float]]:
@@ -536,13 +606,20 @@ class Store:
         rows = []
         for d in docs:
             did, title, text = (d.id, d.title, d.text) if hasattr(d, "id") else d
-            text = " ".join(str(text).split())
-            if len(text) > SNIPPET_CHARS:
-                text = text[: SNIPPET_CHARS - 1].rstrip() + "…"
-            rows.append((version, str(did), str(title or "")[:SNIPPET_CHARS], text))
+            rows.append((version, str(did), *snippet(title, text)))
         with self.transaction():
             cur = self._conn.executemany("INSERT OR IGNORE INTO bench_documents VALUES (?,?,?,?)", rows)
         return max(cur.rowcount, 0)
+
+    def forget_benchmark_content(self, version: str) -> list[str]:
+        """Remove a benchmark version's stored queries, judgments and document snippets (so that
+        they can be written again from the benchmark itself); returns the ids of the documents that
+        were stored."""
+        with self.transaction() as db:
+            ids = [r[0] for r in db.execute("SELECT docid FROM bench_documents WHERE version=?", (version,))]
+            for table in ("bench_queries", "bench_qrels", "bench_documents"):
+                db.execute(f"DELETE FROM {table} WHERE version=?", (version,))
+        return ids
 
     def queries_of(self, version: str) -> list[dict[str, Any]]:
         """``[{"qid", "text", "meta"}]`` in the benchmark's order; empty when not stored."""
@@ -609,23 +686,27 @@ class Store:
 
     # -- reproduction matrices and facts about the store ------------------------------------------
 
-    def save_reproductions(self, rows: Iterable[Mapping[str, Any]]) -> str:
+    def save_reproductions(self, rows: Iterable[Mapping[str, Any]], *, shipped: bool = False) -> str:
         """Store one ``reproduce`` run's matrix (rows with the columns of table ``reproductions``
-        but ``run_id`` and ``created_at``) in one transaction; returns the run id."""
+        but ``run_id``, ``created_at`` and ``shipped``) in one transaction; returns the run id.
+        ``shipped``: the matrix was the one shipped with the project (only such a run can make an
+        imported figure *reproduced*, :mod:`harness.trust`)."""
         run_id = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         cols = ("spec_hash", "retriever", "label", "benchmark", "benchmark_version", "measure", "expected",
                 "tolerance", "got", "status", "kind", "source")
         with self.transaction() as db:
-            db.executemany(f"INSERT INTO reproductions VALUES (?,?,{','.join('?' * len(cols))})",
-                           [(run_id, created, *(r[c] for c in cols)) for r in rows])
+            db.executemany(f"INSERT INTO reproductions VALUES (?,?,{','.join('?' * len(cols))},?)",
+                           [(run_id, created, *(r[c] for c in cols), int(shipped)) for r in rows])
         return run_id
 
-    def reproductions(self, *, latest: bool = True) -> list[dict[str, Any]]:
-        """The rows of the latest ``reproduce`` run (all runs with ``latest=False``), in matrix order."""
-        q = "SELECT * FROM reproductions"
+    def reproductions(self, *, latest: bool = True, shipped: bool = False) -> list[dict[str, Any]]:
+        """The rows of the latest ``reproduce`` run (all runs with ``latest=False``), in matrix order;
+        with ``shipped``, of the runs of the shipped matrix only."""
+        where = " WHERE shipped = 1" if shipped else ""
+        q = "SELECT * FROM reproductions" + where
         if latest:
-            q += " WHERE run_id = (SELECT MAX(run_id) FROM reproductions)"
+            q += (" AND" if shipped else " WHERE") + f" run_id = (SELECT MAX(run_id) FROM reproductions{where})"
         return [dict(r) for r in self._conn.execute(q + " ORDER BY run_id, retriever, benchmark, measure")]
 
     def set_meta(self, key: str, value: Any) -> None:

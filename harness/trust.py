@@ -15,14 +15,27 @@ result records::
         },                                #   the rankings, or PairAcc's directly scored pairs)
     }
 
-Three trust levels follow (:func:`trust_of`), shown on every row of the site:
+Three trust levels follow (:func:`trust_of`), shown on every row of the site. They are derived
+here, from what this harness did, never from what a file says:
 
-* ``reproduced``: computed here, or an imported figure that a ``beyondsim reproduce`` run (or a
-  fresh run of the same configuration) recomputed here and matched;
-* ``verified``: imported, and its measures recomputed from its rankings against the benchmark as
-  it is here (``beyondsim verify``);
-* ``reported``: imported without rankings, or not checkable here: a number typed into a file as
-  far as anyone here can tell. Reported rows are shown apart and never ranked above the others.
+* ``reproduced``: computed by this harness here (``run``, ``submit``), or an imported result that
+  verified (below) *and* whose figures a ``beyondsim reproduce`` run of the *shipped* matrix
+  recomputed here and matched (:func:`matched_figures`): the latest such run matched every
+  reference row of its configuration and benchmark version, and the imported figure of each of
+  those measures is within the row's tolerance of the figure recomputed. A matrix the user
+  supplied (``--expected``) is a report, never an upgrade;
+* ``verified``: imported, and its measures recomputed here from its rankings against the benchmark
+  as it is here (``beyondsim verify``), every headline figure among them; a figure the rankings
+  cannot give is *reported* (:func:`checked_measures` says which figures were checked). The one
+  exception kept verified is a directly scored figure (:data:`DIRECTLY_SCORED`, NevIR's PairAcc
+  when a pair document is not in the ranking): it is listed as not checked;
+* ``reported``: imported without rankings, not checkable here, or with a headline figure its
+  rankings cannot give: a number typed into a file as far as anyone here can tell. Reported rows
+  are shown apart, never ranked above the others and never a significance reference.
+
+What *verified* cannot prove: that the rankings came from the code the result names (anyone can
+write rankings and the figures they give). What *reproduced* proves for an import: this harness
+recomputed the same figures from the same configuration here.
 """
 
 from __future__ import annotations
@@ -34,10 +47,15 @@ REPRODUCED, VERIFIED, REPORTED = "reproduced", "verified", "reported"
 LEVELS = (REPRODUCED, VERIFIED, REPORTED)  # best first
 MATCHED = ("OK", "OKish")  # reproduction statuses that count as reproduced
 
+DIRECTLY_SCORED = ("PairAcc",)  # figures a runner scores on the pair documents, not from the ranking
+
 DESCRIPTIONS = {
-    REPRODUCED: "computed by this harness on this machine, or recomputed here (beyondsim reproduce) and matched",
-    VERIFIED: "imported; every measure that its rankings determine was recomputed here from them and matched",
-    REPORTED: "imported as figures only (no rankings, or a benchmark that is not here): not checked",
+    REPRODUCED: "computed by this harness on this machine, or verified and recomputed here with the shipped "
+                "reproduction matrix (beyondsim reproduce) and matched",
+    VERIFIED: "imported; its figures recomputed here from its rankings and matched (the figures checked are "
+              "listed); the rankings themselves could have come from any code",
+    REPORTED: "imported as figures only (no rankings, rankings too shallow for a headline figure, or a benchmark "
+              "that is not here): not checked",
 }
 
 
@@ -53,22 +71,71 @@ def is_reference(extra: Mapping[str, Any] | None) -> bool:
     return bool(o and o.get("reference"))
 
 
-def trust_of(extra: Mapping[str, Any] | None, reproduced: bool = False) -> str:
-    """The trust level of a result from its ``extra`` (see the module docstring); ``reproduced``:
-    a reproduction run matched its figures."""
+def checked_measures(extra: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The figures of a result that were checked here: ``None`` for a result computed here (all of
+    them), the measures recomputed from its rankings for a verified import, else none."""
     o = origin(extra)
-    if o is None or reproduced:
+    if o is None:
+        return None
+    v = o.get("verified")
+    return frozenset(str(m) for m in v.get("measures") or ()) if isinstance(v, Mapping) else frozenset()
+
+
+def _family(measure: str) -> str:
+    return measure.split("@", 1)[0]
+
+
+def trust_of(extra: Mapping[str, Any] | None, reproduced: bool = False, headline: Iterable[str] = ()) -> str:
+    """The trust level of a result from its ``extra`` (see the module docstring). ``headline``: the
+    figures that must have been recomputed for *verified* (a directly scored one excepted);
+    ``reproduced``: a reproduction of the shipped matrix recomputed and matched its figures, which
+    counts only for a result that verified."""
+    checked = checked_measures(extra)
+    if checked is None:
         return REPRODUCED
-    return VERIFIED if isinstance(o.get("verified"), Mapping) else REPORTED
+    if not isinstance(origin(extra).get("verified"), Mapping):  # type: ignore[union-attr]
+        return REPORTED
+    if any(m not in checked and _family(m) not in DIRECTLY_SCORED for m in headline):
+        return REPORTED
+    return REPRODUCED if reproduced else VERIFIED
 
 
-def reproduced_keys(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """``(spec hash, benchmark version)`` pairs whose every reference row in a reproduction matrix
-    matched (a paper's figure, ``kind = "published"``, is reported beside them and never counts)."""
-    status: dict[tuple[str, str], bool] = {}
+Matched = dict[tuple[str, str], dict[str, tuple[float, float]]]
+
+
+def matched_figures(rows: Iterable[Mapping[str, Any]]) -> Matched:
+    """``{(spec hash, benchmark version): {measure: (figure recomputed, tolerance)}}`` of the
+    configurations whose every reference row in a reproduction matrix matched (a paper's figure,
+    ``kind = "published"``, is reported beside them and never counts). Give it the rows of a run of
+    the shipped matrix (:meth:`harness.store.Store.reproductions` with ``shipped=True``)."""
+    figures: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
+    failed: set[tuple[str, str]] = set()
     for r in rows:
         if r.get("kind", "reference") != "reference":
             continue
         k = (str(r["spec_hash"]), str(r["benchmark_version"]))
-        status[k] = status.get(k, True) and r["status"] in MATCHED
-    return {k for k, ok in status.items() if ok}
+        if r["status"] not in MATCHED or r.get("got") is None:
+            failed.add(k)
+            continue
+        figures.setdefault(k, {})[str(r["measure"])] = (float(r["got"]), float(r["tolerance"]))
+    return {k: v for k, v in figures.items() if k not in failed}
+
+
+def reproduced_keys(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """``(spec hash, benchmark version)`` pairs whose every reference row in a reproduction matrix
+    matched (see :func:`matched_figures`)."""
+    return set(matched_figures(rows))
+
+
+def reproduces(spec_hash: str, benchmark_version: str, measures: Mapping[str, Any], matched: Matched) -> bool:
+    """Whether a result's figures (``measures``: name → an object with ``mean``) are those a
+    reproduction recomputed here: its configuration matched, and each measure of the matrix is among
+    the result's figures within the row's tolerance of the figure recomputed."""
+    want = matched.get((spec_hash, benchmark_version))
+    if not want:
+        return False
+    for m, (got, tol) in want.items():
+        mine = getattr(measures.get(m), "mean", None)
+        if mine is None or abs(float(mine) - got) > max(tol, 1e-9):
+            return False
+    return True

@@ -23,8 +23,11 @@ A measure the rankings cannot determine is listed as *not recomputable*, which i
 cutoff deeper than the longest submitted ranking when the rankings are shorter than the run's
 ``k`` (the reference bundle ships top-10 rankings of top-100 runs, so ``R@100`` cannot be
 recomputed from it), and ``PairAcc``, whose pair documents the runner scores directly, when a
-pair document is missing from its query's ranking. A stored measure that is unknown here or that
-the benchmark cannot support is a failure.
+pair document is missing from its query's ranking. A *headline* figure (what the benchmark's
+overview table ranks by, :func:`headline_measures`) that the rankings are too shallow for is a
+failure: its figure would be a claim nobody checked. A stored measure that is unknown here or that
+the benchmark cannot support is a failure. A benchmark named by a folder path in the file is never
+read, probed or printed (:class:`harness.exchange.LocalBenchmarks`).
 
 A result that verifies is marked ``verified_here`` with ``extra["origin"]["verified"]``
 (:mod:`harness.trust`), which :func:`harness.exchange.import_items` keeps.
@@ -37,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .exchange import ImportedContent, ImportedLine, _load_for_check
+from .exchange import CUT_KEY, ImportedContent, ImportedLine, LocalBenchmarks, base_name, local_content, shown_benchmark
 from .measures import evaluate, pair_documents, parse_measure
 from .measures.base import ALL_QUERIES
-from .store import CONTENT_DEPTH, BenchmarkInfo, MeasureValue, ResultRecord
+from .store import BenchmarkInfo, MeasureValue, ResultRecord
 from .trust import ORIGIN_KEY
 from .types import Benchmark, Run
 
@@ -66,7 +69,8 @@ class LineReport:
     def what(self) -> str:
         """``file:line: result <key> (<label> on <benchmark>, seed N)``: how its problems start."""
         rec = self.item.record
-        return f"{self.item.where}: result {rec.key} ({rec.label} on {rec.benchmark}, seed {rec.seed})"
+        return (f"{self.item.where}: result {rec.key} ({rec.label} on {shown_benchmark(rec.benchmark)}, "
+                f"seed {rec.seed})")
 
 
 @dataclass
@@ -108,31 +112,6 @@ def _same(stored: float | None, here: float | None) -> bool:
     if any(undefined):
         return all(undefined)
     return math.isclose(float(stored), float(here), rel_tol=TOLERANCE, abs_tol=TOLERANCE)  # type: ignore[arg-type]
-
-
-def _base(name: str) -> str:
-    """A benchmark name without its ``[:N]`` query slice."""
-    return name.split("[", 1)[0]
-
-
-class _Benchmarks:
-    """Benchmarks loaded here, once per name; a name that does not load keeps its reason."""
-
-    def __init__(self, root: Path, log: Callable[[str], None]):
-        self.root, self.log = root, log
-        self._got: dict[str, Benchmark | str] = {}
-
-    def get(self, name: str) -> Benchmark | str:
-        from .data import DataError, MissingDataError
-        from .registry import RegistryError
-
-        if name not in self._got:
-            self.log(f"loading {name} to verify against it")
-            try:
-                self._got[name] = _load_for_check(name, self.root)
-            except (MissingDataError, DataError, RegistryError, LookupError, OSError, ValueError) as e:
-                self._got[name] = " ".join(str(e).split())[:300] or type(e).__name__
-        return self._got[name]
 
 
 def _bootstrap_resamples() -> int:
@@ -185,12 +164,33 @@ def _structure(rec: ResultRecord, bench: Benchmark) -> list[str]:
     return problems
 
 
+def headline_measures(bench: Benchmark) -> list[str]:
+    """The figures a benchmark's overview table ranks by: the headline of the first suite that
+    lists it with one, else of the suite named after its task, else its first default measure."""
+    from .registry import suites
+
+    try:
+        table = suites()
+    except LookupError:
+        table = {}
+    base = base_name(bench.name)
+    listed = [e for e in table.values() if (e or {}).get("headline") and base in (e or {}).get("benchmarks", ())]
+    entry = listed[0] if listed else (table.get(bench.task) or {})
+    return [str(m) for m in entry.get("headline") or bench.default_measures[:1]]
+
+
 def _plan(rec: ResultRecord, bench: Benchmark) -> tuple[list[str], dict[str, str], list[str]]:
-    """``(measures to recompute, {measure: why not recomputable}, problems)``."""
+    """``(measures to recompute, {measure: why not recomputable}, problems)``. A headline figure
+    (:func:`headline_measures`) whose cutoff the rankings are too shallow for is a problem: a result
+    whose rankings cannot support its headline figures is not verified."""
     longest = max((len(r) for r in rec.rankings.values()), default=0)
-    # rankings as deep as the run (its k, or the whole corpus) determine every cutoff
-    complete = longest >= min(rec.k, len(bench.corpus))
+    # rankings as deep as the run (its k, or the whole corpus) determine every cutoff, and so do
+    # rankings all shorter than the depth an export says it cut them to (a claim that can only make
+    # more figures recomputed, never fewer)
+    cut = rec.extra.get(CUT_KEY)
+    complete = longest >= min(rec.k, len(bench.corpus)) or (type(cut) is int and (longest < cut or cut >= rec.k))
     has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
+    headline = set(headline_measures(bench))
     todo: list[str] = []
     skipped: dict[str, str] = {}
     problems: list[str] = []
@@ -212,8 +212,12 @@ def _plan(rec: ResultRecord, bench: Benchmark) -> tuple[list[str], dict[str, str
             else:
                 todo.append(name)
         elif m.k is not None and m.k > longest and not complete:
-            skipped[name] = (f"cutoff {m.k} is deeper than the longest submitted ranking ({longest}) of a run "
-                             f"with k = {rec.k}")
+            why = f"cutoff {m.k} is deeper than the longest submitted ranking ({longest}) of a run with k = {rec.k}"
+            if name in headline:
+                problems.append(f"headline measure {name} cannot be recomputed: {why}; a result whose rankings "
+                                "cannot support its headline figures can only be imported as reported")
+            else:
+                skipped[name] = why
         else:
             todo.append(name)
     return todo, skipped, problems
@@ -267,7 +271,7 @@ def _compare(rec: ResultRecord, bench: Benchmark, todo: list[str]) -> list[str]:
     return problems
 
 
-def _training(rec: ResultRecord, bench: Benchmark, benches: _Benchmarks) -> list[str]:
+def _training(rec: ResultRecord, bench: Benchmark, benches: LocalBenchmarks) -> list[str]:
     """Problems with a trained retriever's declared training data (see the module docstring)."""
     from .registry import RegistryError, get_retriever_class, retriever_info
 
@@ -293,7 +297,7 @@ def _training(rec: ResultRecord, bench: Benchmark, benches: _Benchmarks) -> list
         if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
             problems.append(f"{where}: benchmark and benchmark_version must be non-empty strings")
             continue
-        if version == rec.benchmark_version or _base(name) == _base(rec.benchmark):
+        if version == rec.benchmark_version or base_name(name) == base_name(rec.benchmark):
             problems.append(f"{where}: trained on {name} version {version}, the split it is scored on "
                             f"({rec.benchmark} version {rec.benchmark_version})")
             continue
@@ -311,30 +315,14 @@ def _training(rec: ResultRecord, bench: Benchmark, benches: _Benchmarks) -> list
     return problems
 
 
-def local_content(bench: Benchmark, rankings: Iterable[Mapping[str, Sequence[Any]]]) -> ImportedContent:
-    """The drill-down content of ``bench`` as the runner stores it (its judged queries, judgments
-    and the documents of the top :data:`CONTENT_DEPTH` of ``rankings``), from the copy loaded here."""
-    rel, viol = bench.judgments.relevance, bench.judgments.violating
-    qrels = [{"qid": q, "docid": d, "grade": int(g), "violating": d in viol.get(q, ())}
-             for q, grades in rel.items() for d, g in grades.items()]
-    qrels += [{"qid": q, "docid": d, "grade": None, "violating": True}
-              for q, ds in viol.items() for d in sorted(ds) if d not in rel.get(q, {})]
-    ids = sorted({d for r in rankings for ranking in r.values() for d, _ in ranking[:CONTENT_DEPTH]})
-    docs = [bench.corpus.get(d) for d in ids if d in bench.corpus]
-    return ImportedContent(bench.name, bench.version,
-                           [{"qid": q.id, "text": q.text, "meta": dict(q.meta)} for q in bench.eval_queries], qrels,
-                           [{"docid": d.id, "title": d.title, "snippet": d.text} for d in docs],
-                           f"{bench.name} loaded here", 0)
-
-
 def verify_items(items: Iterable[ImportedLine | ImportedContent], data_dir: Path, *,
-                 log: Callable[[str], None] = lambda m: None) -> VerifyReport:
+                 log: Callable[[str], None] = lambda m: None, benches: LocalBenchmarks | None = None) -> VerifyReport:
     """Verify every result line of ``items`` (content lines are left out: the drill-down content
     of a verified benchmark version is rebuilt from the copy loaded here). Each result that
     verifies gets ``verified_here`` and ``extra["origin"]["verified"]``."""
     from .runner import benchmark_info
 
-    benches = _Benchmarks(Path(data_dir), log)
+    benches = benches or LocalBenchmarks(Path(data_dir), log)
     reports: list[LineReport] = []
     verified: dict[tuple[str, str], tuple[Benchmark, list[Mapping[str, Sequence[Any]]]]] = {}
     for it in items:
@@ -346,7 +334,8 @@ def verify_items(items: Iterable[ImportedLine | ImportedContent], data_dir: Path
         found: list[str] = []
         bench = benches.get(rec.benchmark)
         if isinstance(bench, str):
-            found.append(f"benchmark {rec.benchmark} cannot be loaded here ({bench}), so nothing can be recomputed")
+            found.append(f"benchmark {shown_benchmark(rec.benchmark)} cannot be loaded here ({bench}), so nothing can "
+                         "be recomputed")
         elif bench.version != rec.benchmark_version:
             found.append(f"computed on version {rec.benchmark_version} of {rec.benchmark}, but the copy here is "
                          f"version {bench.version}")

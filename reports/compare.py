@@ -30,8 +30,11 @@ Grouping (:func:`collect`, which also feeds :func:`summary_rows`):
 * a *row* per retriever configuration: results grouped by ``(label, spec_hash,
   benchmark_version)``. Several seeds are aggregated (mean over seeds of each per-seed mean; the
   sample standard deviation, ``ddof=1``, when there are two or more). Should the same seed be
-  stored twice for one configuration (another harness version or depth ``k``), the most recent
-  result is the one shown. A label run with several specs is shown as ``label (hash6)``.
+  stored twice for one configuration (another harness version or depth ``k``, or a result
+  computed here beside an imported one), the one shown is the result computed here (the most
+  recent of them), else the import with the best evidence (verified before reported), then the
+  smallest key: never a date or an order that a file could choose
+  (:func:`shown_over`). A label run with several specs is shown as ``label (hash6)``.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from harness import registry
 from harness.measures import parse_measure, sort_key
 from harness.stats import holm, paired_randomization_tests
 from harness.store import BenchmarkInfo, ResultRecord, Store
-from harness.trust import LEVELS, REPORTED, REPRODUCED, reproduced_keys, trust_of
+from harness.trust import LEVELS, REPORTED, REPRODUCED, checked_measures, matched_figures, origin, reproduces, trust_of
 
 from .text import finite, slugify
 
@@ -254,6 +257,20 @@ class ConfigGroup:
         return [r.seed for r in self.records]
 
     @property
+    def checked(self) -> frozenset[str] | None:
+        """The figures checked here on every seed (:func:`harness.trust.checked_measures`):
+        ``None`` when every result was computed here (all of them)."""
+        sets = [c for c in (checked_measures(r.extra) for r in self.records) if c is not None]
+        return frozenset.intersection(*sets) if sets else None
+
+    def trusted_for(self, measure: str) -> bool:
+        """Whether its figure of ``measure`` is reproduced, or verified on that measure."""
+        if self.trust == REPORTED:
+            return False
+        checked = self.checked
+        return checked is None or measure in checked
+
+    @property
     def newest(self) -> ResultRecord:
         return max(self.records, key=lambda r: (r.created_at, r.id or 0))
 
@@ -321,6 +338,23 @@ def _sort_value(agg: Aggregate, higher: bool) -> tuple[int, float]:
     return (0, -agg.mean if higher else agg.mean)
 
 
+def shown_over(a: ResultRecord, b: ResultRecord) -> bool:
+    """Whether a row shows ``a`` rather than ``b``, two results of one configuration and seed: a
+    result computed here before any import, and the most recent of those (its date is this
+    store's); between imports, one that verified before one that did not, then the smaller key.
+    Nothing a file supplies (its date, the order of imports) decides between imports."""
+    mine_a, mine_b = origin(a.extra) is None, origin(b.extra) is None
+    if mine_a != mine_b:
+        return mine_a
+    if mine_a:
+        return (a.created_at, a.id or 0) > (b.created_at, b.id or 0)
+    checked_a, checked_b = (isinstance(origin(r.extra).get("verified"), Mapping)  # type: ignore[union-attr]
+                            for r in (a, b))
+    if checked_a != checked_b:
+        return checked_a
+    return a.key < b.key
+
+
 def collect(store: Store, records: list[ResultRecord] | None = None) -> list[BenchmarkSection]:
     """Group the store's results into benchmark sections of configuration rows, sorted."""
     records = store.results() if records is None else records
@@ -328,13 +362,13 @@ def collect(store: Store, records: list[ResultRecord] | None = None) -> list[Ben
     for b in store.benchmarks():
         infos.setdefault(b.name, []).append(b)
 
-    # one result per (configuration, seed): the most recent
+    # one result per (configuration, seed): see shown_over
     groups: dict[tuple[str, str, str, str], dict[int, ResultRecord]] = {}
     for rec in records:
         key = (rec.benchmark, rec.label, rec.spec_hash, rec.benchmark_version)
         by_seed = groups.setdefault(key, {})
         old = by_seed.get(rec.seed)
-        if old is None or (old.created_at, old.id or 0) <= (rec.created_at, rec.id or 0):
+        if old is None or shown_over(rec, old):
             by_seed[rec.seed] = rec
 
     hashes_per_label: dict[str, set[str]] = {}
@@ -487,7 +521,9 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
                  ) -> tuple[dict[tuple[int, str], list[PairedTest]], dict[str, dict[str, int]]]:
     """Paired randomisation tests of every row against the best ``reference`` row and against the
     best row of the ``baselines`` on each measure, on per-query values (means over seeds),
-    Holm-corrected across the rows compared with the same reference on the same measure. Returns
+    Holm-corrected across the rows compared with the same reference on the same measure. A
+    reference row is a trusted one (:meth:`ConfigGroup.trusted_for` the measure: reproduced, or
+    verified on it): a reported figure is tested, never the yardstick. Returns
     ``{(row, measure): [PairedTest]}`` and ``{measure: {REFERENCE/BASELINE: reference row}}``."""
     out: dict[tuple[int, str], list[PairedTest]] = {}
     refs: dict[str, dict[str, int]] = {}
@@ -498,10 +534,11 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
         means = {i: g.measure(m).mean for i, g in enumerate(groups)}
         cands = [i for i in range(len(groups)) if means[i] is not None and per_query[i].get(m)]
         fin = {i: float(means[i]) for i in cands}  # type: ignore[arg-type]
+        trusted = [i for i in cands if groups[i].trusted_for(m)]
         chosen = {
-            REFERENCE: _best_index((i for i in cands if groups[i].retriever == reference), fin, higher)
+            REFERENCE: _best_index((i for i in trusted if groups[i].retriever == reference), fin, higher)
             if reference is not None else None,
-            BASELINE: _best_index((i for i in cands if groups[i].retriever in baselines), fin, higher),
+            BASELINE: _best_index((i for i in trusted if groups[i].retriever in baselines), fin, higher),
         }
         refs[m] = {k: v for k, v in chosen.items() if v is not None}
         for kind, ref in chosen.items():
@@ -950,13 +987,20 @@ def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[Suit
     return out
 
 
-def assign_trust(sections: Sequence[BenchmarkSection], reproductions: Sequence[Mapping[str, Any]]) -> None:
-    """Each row's trust level: the weakest of its results' (:func:`harness.trust.trust_of`), where a
-    result whose configuration the latest reproduction matrix matched counts as reproduced."""
-    matched = reproduced_keys(reproductions)
+def assign_trust(sections: Sequence[BenchmarkSection], reproductions: Sequence[Mapping[str, Any]],
+                 specs: Sequence[SuiteSpec] = ()) -> None:
+    """Each row's trust level: the weakest of its results' (:func:`harness.trust.trust_of`). An
+    imported result is *verified* only when every headline figure of its benchmark's table (its
+    home suite's headline, else the benchmark's first measure) was recomputed here, and
+    *reproduced* only when it verified and ``reproductions`` (the latest run of the shipped matrix)
+    recomputed its figures here and matched (:func:`harness.trust.reproduces`)."""
+    matched = matched_figures(reproductions)
     for s in sections:
+        home = home_suite(s.name, s.task, specs)
+        headline = list(home.headline) if home is not None and home.headline else s.measures[:1]
         for g in s.groups:
-            levels = [trust_of(r.extra, (r.spec_hash, r.benchmark_version) in matched) for r in g.records]
+            levels = [trust_of(r.extra, reproduces(r.spec_hash, r.benchmark_version, r.measures, matched),
+                               [m for m in headline if m in r.measures]) for r in g.records]
             g.trust = max(levels, key=LEVELS.index) if levels else REPRODUCED
 
 
@@ -1015,8 +1059,8 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
     if include is not None:
         records = [r for r in records if include(r)]
     sections = collect(store, records)
-    assign_trust(sections, store.reproductions())
     specs = declared_suites()
+    assign_trust(sections, store.reproductions(shipped=True), specs)
     per_query = PerQuery(store)
     sweeps: dict[str, list[Mapping[str, Any]]] = {}
     for d in store.sweeps():

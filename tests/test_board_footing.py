@@ -176,10 +176,16 @@ def test_trust_levels_and_reported_rows_apart(tmp_path: Path, suites: None) -> N
     assert "typed" not in [r.label for r in suite.ranked] and "checked" in [r.label for r in suite.ranked]
     assert [r.label for r in suite.apart] == ["typed", "partial"]  # apart: by how many benchmarks they lack
     assert suite.rows.index(next(r for r in suite.rows if r.label == "typed")) > len(suite.ranked) - 1
-    # a reproduction run that matched every figure of "checked" on b1 promotes that result
-    s.save_reproductions([{"spec_hash": "checked-hash", "retriever": "checked", "label": "checked", "benchmark": b,
-                           "benchmark_version": f"{b}v", "measure": "nDCG@10", "expected": 0.3, "tolerance": 0.01,
-                           "got": 0.3, "status": "OK", "kind": "reference", "source": "t"} for b in ("b1", "b2", "b3")])
+    # a reproduction run of the shipped matrix that matched every figure of "checked" promotes it;
+    # the same rows from a matrix of the user's own (reproduce --expected FILE) do not
+    got = float(np.mean(_values(0.30)))  # what the reproduction recomputed: the imported figure
+    matrix = [{"spec_hash": "checked-hash", "retriever": "checked", "label": "checked", "benchmark": b,
+               "benchmark_version": f"{b}v", "measure": "nDCG@10", "expected": got, "tolerance": 0.01,
+               "got": got, "status": "OK", "kind": "reference", "source": "t"} for b in ("b1", "b2", "b3")]
+    s.save_reproductions(matrix)
+    assert {r.label: r.trust for r in compare(s, n_resamples=100).suites[0].rows}["checked"] == "verified"
+    s.save_reproductions(matrix, shipped=True)
+    s.save_reproductions([dict(r, status="FAIL") for r in matrix])  # a later custom matrix changes nothing
     board = compare(s, n_resamples=100)
     assert {r.label: r.trust for r in board.suites[0].rows}["checked"] == "reproduced"
     out = render_site(s, tmp_path / "site", n_resamples=100).parent

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.exchange import CONTENT_KIND, EXPORT_SCHEMA, export_record
-from harness.store import CONTENT_DEPTH, MeasureValue, Store
+from harness.store import CONTENT_DEPTH, MeasureValue, Store, result_key
 from reports.site import render_site
 from tests.test_cli import DOCS, QUERIES, make_beir
 
@@ -79,6 +79,7 @@ def test_round_trip_into_an_empty_store_equals_the_original(exported, home: Path
         # each imported result says where it came from (and is "reported": nothing was recomputed)
         for d in copy:
             assert d["extra"].pop("origin") == {"kind": "import", "source": str(dump)}
+            assert d["extra"].pop("rankings_cut_at") == d["k"]  # the export says its rankings are whole
         assert copy == original  # every field: measures, per-query, rankings, phases, provenance, environment, ...
         assert original[0]["provenance"]["class"] == "retrievers.bm25:BM25Retriever"
         assert [x.__dict__ for x in b.benchmarks()] == [x.__dict__ for x in a.benchmarks()]
@@ -115,26 +116,27 @@ def test_unloadable_benchmark_is_accepted_unverified_with_its_description(export
     assert not (tmp_path / "third" / "results.sqlite").exists()
 
 
-def _mismatched(dump: Path, target: Path, line: int) -> tuple[str, str]:
-    """Copy ``dump`` to ``target`` with result ``line`` (1-based) moved to another benchmark version."""
+def _mismatched(dump: Path, target: Path, line: int) -> tuple[str, str, str]:
+    """Copy ``dump`` to ``target`` with result ``line`` (1-based) moved to another benchmark version;
+    returns its old version, its benchmark and the key an import derives for it."""
     rows = rows_of(dump)
     bad = rows[line - 1]
     old = bad["benchmark_version"]
-    bad["benchmark_version"], bad["key"] = "f" * 16, "k" * 24
+    bad["benchmark_version"], bad["key"] = "f" * 16, "k" * 24  # the key a file gives is never used
     bad["benchmark_info"]["version"] = "f" * 16
     target.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return old, bad["benchmark"]
+    return old, bad["benchmark"], result_key(bad["spec_hash"], "f" * 16, bad["seed"], bad["k"], bad["harness_version"])
 
 
 def test_mismatched_version_is_refused_and_nothing_written(exported, home: Path, tmp_path: Path) -> None:
     dump, data = exported
     bad = tmp_path / "bad.jsonl"
-    ours, bench = _mismatched(dump, bad, line=3)
+    ours, bench, key = _mismatched(dump, bad, line=3)
     # (a) the store knows the benchmark: its versions decide
     res = invoke("import", str(bad), "--home", str(home))
     text = flat(res.output)
     assert res.exit_code == 2, res.output
-    assert f"{bad}:3: result {'k' * 24} (bm25, seed 1) on benchmark {bench} was computed on version {'f' * 16}" in text
+    assert f"{bad}:3: result {key} (bm25, seed 1) on benchmark {bench} was computed on version {'f' * 16}" in text
     assert f"this store has version(s) {ours}; refusing to mix" in text
     assert "nothing was imported" in text
     with Store(home / "results.sqlite") as store:

@@ -19,17 +19,23 @@ from tests.test_cli import invoke, make_beir
 from tests.test_site import table_rows
 
 
+BENCH = "beir/tiny-med"
+DEPTH = 5  # the bundle's rankings: as deep as the corpus, so every headline figure can be recomputed
+
+
 def install_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, note: str = "a second configuration",
                  more: str = "") -> dict[str, Path]:
     """A plan of bm25 (two configurations, the second with ``note``, then ``more``, TOML in which
-    ``{bench}`` is the folder) on a tiny BEIR folder, installed as the reference files."""
-    data = make_beir(tmp_path / "tiny-med")
+    ``{bench}`` is the benchmark) on a tiny BEIR dataset of its own (``beir/tiny-med`` under the
+    data folder: a bundle naming a folder path is never read), installed as the reference files."""
+    data = make_beir(tmp_path / "data" / "beir" / "tiny-med")
+    monkeypatch.setenv("BEYONDSIM_DATA", str(tmp_path / "data"))
     files = {"plan": tmp_path / "ref" / "plan.toml", "bundle": tmp_path / "ref" / "bundle.jsonl.gz",
              "expected": tmp_path / "ref" / "expected.toml"}
     files["plan"].parent.mkdir()
-    bench = json.dumps(str(data))
+    bench = json.dumps(BENCH)
     files["plan"].write_text(f'''
-depth = 2
+depth = {DEPTH}
 [[config]]
 retriever = "bm25"
 benchmarks = [{bench}]
@@ -66,7 +72,7 @@ def test_build_bundle_import_and_show(reference: dict[str, Path], tmp_path: Path
     with gzip.open(reference["bundle"], "rt", encoding="utf-8") as f:
         lines = [json.loads(x) for x in f]
     results = [d for d in lines if d.get("kind") is None]
-    assert len(results) == 2 and all(len(r) <= 2 for d in results for r in d["rankings"].values())  # depth 2
+    assert len(results) == 2 and all(len(r) <= DEPTH for d in results for r in d["rankings"].values())
     assert all(d["per_query"] for d in results)  # per-query measures of the full ranking are kept
     # the same results give the same bytes (no time stamp in the gzip header)
     first = reference["bundle"].read_bytes()
@@ -76,18 +82,21 @@ def test_build_bundle_import_and_show(reference: dict[str, Path], tmp_path: Path
     # a user's own run of one configuration, then the leaderboard: the bundle comes in once
     user = tmp_path / "user"
     monkeypatch.setenv("BEYONDSIM_HOME", str(user))
-    assert invoke("run", "bm25", "-b", str(reference["data"])).exit_code == 0
+    assert invoke("run", "bm25", "-b", BENCH).exit_code == 0
     site = tmp_path / "site"
     res = invoke("leaderboard", "--out", str(site))
     assert res.exit_code == 0, res.output
     flat = " ".join(res.output.split())
-    assert "1 result(s) imported (1 verified, 0 reported), 1 already in the store" in flat, flat
+    # the bundle's bm25 row is kept apart from the user's own result of the same key, never over it
+    assert "2 result(s) imported (2 verified, 0 reported), 0 already in the store" in flat, flat
     assert "differs from the reference" not in flat  # the user's bm25 computed the same figures
     with Store(user / "results.sqlite") as store:
-        recs = {r.label: r for r in store.results()}
+        recs = {(r.label, is_reference(r.extra)): r for r in store.results()}
         assert store.get_meta(META_KEY) == bundle_id(reference["bundle"])
-    assert not is_reference(recs["bm25"].extra) and trust_of(recs["bm25"].extra) == "reproduced"
-    assert is_reference(recs["bm25 (k1=0.5)"].extra) and trust_of(recs["bm25 (k1=0.5)"].extra) == "verified"
+        assert store.get(recs[("bm25", False)].key).extra == recs[("bm25", False)].extra  # run's own slot
+    assert sorted(recs) == [("bm25", False), ("bm25", True), ("bm25 (k1=0.5)", True)]
+    assert trust_of(recs[("bm25", False)].extra) == "reproduced"
+    assert trust_of(recs[("bm25 (k1=0.5)", True)].extra) == "verified"
     root = parse((site / "index.html").read_text(encoding="utf-8"))
     _, rows = table_rows(root.by_id("overview-other"))
     trust = {r[0].find("a").text().strip(): r[4].text().strip() for r in rows}
@@ -110,14 +119,14 @@ def test_the_environment_turns_the_default_off(reference: dict[str, Path], tmp_p
     """BEYONDSIM_REFERENCE=0 leaves the shipped bundle out unless --reference asks for it."""
     build_bundle(reference, tmp_path / "builder")
     monkeypatch.setenv("BEYONDSIM_HOME", str(tmp_path / "user"))
-    assert invoke("run", "bm25", "-b", str(reference["data"])).exit_code == 0
+    assert invoke("run", "bm25", "-b", BENCH).exit_code == 0
     monkeypatch.setenv("BEYONDSIM_REFERENCE", "0")
     res = invoke("leaderboard", "--out", str(tmp_path / "site"))
     assert res.exit_code == 0 and "imported" not in res.output, res.output
     with Store(tmp_path / "user" / "results.sqlite") as store:
         assert [r.label for r in store.results()] == ["bm25"] and store.get_meta(META_KEY) is None
     res = invoke("leaderboard", "--out", str(tmp_path / "site"), "--reference")
-    assert res.exit_code == 0 and "1 result(s) imported" in " ".join(res.output.split()), res.output
+    assert res.exit_code == 0 and "2 result(s) imported" in " ".join(res.output.split()), res.output
 
 
 def test_a_new_bundle_replaces_the_old_reference_rows(reference: dict[str, Path], tmp_path: Path,

@@ -24,7 +24,7 @@ from harness import registry
 from harness.cli import app
 from harness.exchange import read_export
 from harness.registry import load_benchmark
-from harness.store import Store
+from harness.store import Store, result_key
 from harness.trust import trust_of
 from harness.types import Run
 from harness.verify import verify_items
@@ -73,22 +73,30 @@ def refused(res, *fragments: str) -> str:
 
 @dataclass
 class Bundle:
-    data: Path
+    data: Path  # the benchmark's folder, <root>/beir/tiny-med
     dump: Path
     rows: list[dict]  # the export's lines: a content line, then one result line per seed
+
+    @property
+    def root(self) -> Path:
+        """The data folder (BEYONDSIM_DATA): verify reads a benchmark by its name there, never a
+        folder path named by a file."""
+        return self.data.parent.parent
 
     def result(self, i: int = 0) -> dict:
         return [r for r in self.rows if "kind" not in r][i]
 
 
 @pytest.fixture
-def bundle(tmp_path: Path, home: Path) -> Bundle:
-    """bm25 on a BEIR folder at k = 3, seeds 0 and 1, with R@2 and nDCG@2, exported. The folder
-    also has a train split (q4 only, disjoint from the scored q1–q3) and a dev split judging q1."""
-    data = make_beir(tmp_path / "tiny-med")
+def bundle(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Bundle:
+    """bm25 on a BEIR dataset of its own (beir/tiny-med, under the data folder) at k = 3, seeds 0
+    and 1, with R@2 and nDCG@2, exported. The dataset also has a train split (q4 only, disjoint
+    from the scored q1–q3) and a dev split judging q1."""
+    data = make_beir(tmp_path / "data" / "beir" / "tiny-med")
+    monkeypatch.setenv("BEYONDSIM_DATA", str(tmp_path / "data"))
     (data / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq4\td5\t1\n")
     (data / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n")
-    res = invoke("run", "bm25", "--benchmark", str(data), "--k", str(K), "--seeds", "2",
+    res = invoke("run", "bm25", "--benchmark", "beir/tiny-med", "--k", str(K), "--seeds", "2",
                  *[x for m in EXTRA for x in ("--measure", m)])
     assert res.exit_code == 0, res.output
     dump = tmp_path / "bundle.jsonl"
@@ -159,7 +167,7 @@ def test_intact_bundle_verifies_and_imports_as_verified(bundle: Bundle, tmp_path
 def test_verify_items_marks_only_what_verifies(bundle: Bundle) -> None:
     with open(bundle.dump, encoding="utf-8") as f:
         items = read_export(f, bundle.dump.name)
-    report = verify_items(items, bundle.data)
+    report = verify_items(items, bundle.root)
     assert report.ok and [r.ok for r in report.lines] == [True, True]
     assert all(it.verified_here for it in report.verified)
     assert set(report.lines[0].recomputed) == SHALLOW | DEEP
@@ -251,15 +259,30 @@ def cut(rows: list[dict], depth: int) -> list[dict]:
     for r in rows:
         if "kind" not in r:
             r["rankings"] = {q: rk[:depth] for q, rk in r["rankings"].items()}
+            r["extra"]["rankings_cut_at"] = depth  # as `export` says of rankings it cut
+    return rows
+
+
+HEADLINE = {"nDCG@10", "MAP@10"}  # the topical table's headline, beir/tiny-med's overview figures
+
+
+def without_headline(rows: list[dict]) -> list[dict]:
+    """The lines without their headline figures (so that what is left can be verified from cut rankings)."""
+    rows = copy.deepcopy(rows)
+    for r in rows:
+        if "kind" not in r:
+            for m in HEADLINE:
+                r["measures"].pop(m)
+                r["per_query"].pop(m, None)
     return rows
 
 
 def test_rankings_cut_to_top_2_verify_what_they_determine(bundle: Bundle, tmp_path: Path) -> None:
-    path = write_rows(tmp_path / "top2.jsonl", cut(bundle.rows, 2))
+    path = write_rows(tmp_path / "top2.jsonl", without_headline(cut(bundle.rows, 2)))
     res = invoke("verify", str(path))
     assert res.exit_code == 0, res.output
     out = flat(res.output)
-    for m in DEEP:
+    for m in DEEP - HEADLINE:
         cutoff = m.split("@")[1]
         assert (f"not recomputable: {m}: cutoff {cutoff} is deeper than the longest submitted ranking (2) of a run "
                 f"with k = {K}") in out
@@ -270,7 +293,7 @@ def test_rankings_cut_to_top_2_verify_what_they_determine(bundle: Bundle, tmp_pa
     assert res.exit_code == 0, res.output
     for rec in results_in(other):
         verified = rec.extra["origin"]["verified"]
-        assert set(verified["measures"]) == SHALLOW and set(verified["not_recomputable"]) == DEEP
+        assert set(verified["measures"]) == SHALLOW and set(verified["not_recomputable"]) == DEEP - HEADLINE
         assert trust_of(rec.extra) == "verified"
 
     # what the cut rankings determine is still checked; what they do not is left alone
@@ -278,20 +301,38 @@ def test_rankings_cut_to_top_2_verify_what_they_determine(bundle: Bundle, tmp_pa
         rows[1]["measures"]["nDCG@2"]["mean"] += 0.1
 
     def deep(rows: list[dict]) -> None:
-        rows[1]["measures"]["nDCG@10"]["mean"] += 0.1
+        rows[1]["measures"]["R@10"]["mean"] += 0.1
 
     for edit, ok in ((shallow, False), (deep, True)):
-        rows = cut(bundle.rows, 2)
+        rows = without_headline(cut(bundle.rows, 2))
         edit(rows)
         res = invoke("verify", str(write_rows(tmp_path / "edited.jsonl", rows)))
         assert (res.exit_code == 0) is ok, res.output
+
+
+def test_rankings_too_shallow_for_a_headline_figure_do_not_verify(bundle: Bundle, tmp_path: Path) -> None:
+    """Forging class 4: rankings cut below a headline figure's cutoff used to verify (its figure "not
+    recomputable") and be ranked as verified with any value typed in. Now the line fails, says which
+    headline figure, and --import stores nothing; trust_of calls a verified mark without that figure
+    reported."""
+    rows = cut(bundle.rows, 2)
+    rows[1]["measures"]["nDCG@10"]["mean"] = 0.999  # a figure nobody can check from top-2 rankings
+    path = write_rows(tmp_path / "shallow.jsonl", rows)
+    res = invoke("verify", str(path), "--import", "--home", str(tmp_path / "other"))
+    refused(res, head("shallow.jsonl", bundle.result(0)) + ": headline measure nDCG@10 cannot be recomputed: "
+            "cutoff 10 is deeper than the longest submitted ranking (2)", "did not verify; nothing was stored")
+    assert "all 2 result(s) verified" not in res.output and results_in(tmp_path / "other") == []
+    mark = {"origin": {"kind": "import", "verified": {"measures": sorted(SHALLOW), "not_recomputable": []}}}
+    assert trust_of(mark, headline=["nDCG@2"]) == "verified"
+    assert trust_of(mark, headline=["nDCG@10"]) == "reported"
+    assert trust_of(mark, reproduced=True, headline=["nDCG@10"]) == "reported"
 
 
 def test_a_changed_ranking_verifies_with_the_hand_computed_figures(bundle: Bundle, tmp_path: Path) -> None:
     """q3 judges d3 relevant (1) and d4 not (0). Its ranking becomes [d4, d3]: P@1 = 0, R@2 = 1,
     nDCG@2 = (1 / log2 3) / 1. With those figures (and no interval) the line verifies; with the
     old ones it does not."""
-    rows = cut(bundle.rows, 2)
+    rows = without_headline(cut(bundle.rows, 2))
     row = rows[1]
     row["rankings"]["q3"] = [["d4", 2.0], ["d3", 1.0]]
     hand = {"P@1": 0.0, "R@2": 1.0, "nDCG@2": 1 / math.log2(3)}
@@ -351,14 +392,14 @@ def toy_trained(monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_a_trained_retriever_must_declare_training_data_disjoint_from_the_scored_split(
         bundle: Bundle, tmp_path: Path, toy_trained: str) -> None:
-    res = invoke("run", toy_trained, "--benchmark", str(bundle.data), "--k", str(K))
+    res = invoke("run", toy_trained, "--benchmark", "beir/tiny-med", "--k", str(K))
     assert res.exit_code == 0, res.output
     dump = tmp_path / "trained.jsonl"
     res = invoke("export", str(dump), "--retriever", toy_trained)
     assert res.exit_code == 0, res.output
     rows = rows_of(dump)
     row = rows[-1]
-    train = load_benchmark(f"{bundle.data}:train", bundle.data)
+    train = load_benchmark("beir/tiny-med:train", bundle.root)
     # the runner records the split the model learnt from
     assert row["extra"]["training"] == {"benchmark": train.name, "benchmark_version": train.version, "queries": 1}
     res = invoke("verify", str(dump))
@@ -381,7 +422,7 @@ def test_a_trained_retriever_must_declare_training_data_disjoint_from_the_scored
 
     # a retriever that is not trained here but whose result records training: checked the same way
     first = bundle.result(0)
-    dev = load_benchmark(f"{bundle.data}:dev", bundle.data)
+    dev = load_benchmark("beir/tiny-med:dev", bundle.root)
     shares = copy.deepcopy(bundle.rows)
     shares[1]["extra"]["training"] = [{"benchmark": dev.name, "benchmark_version": dev.version, "queries": 1}]
     res = invoke("verify", str(write_rows(tmp_path / "bundle.jsonl", shares)))
@@ -427,11 +468,18 @@ def test_pair_accuracy_is_recomputed_only_when_every_pair_document_is_ranked(tmp
     refused(res, f"flipped.jsonl:{len(rows)}: result {row['key']} (bm25 on nevir, seed 0): measure PairAcc: 1 "
             "per-query value(s) differ from its rankings: 1:")
 
+    # top-1 rankings of a k = 4 run cannot give the constraint table's Sat@10, V@2, FVR@10 and nDCG@10
     top1 = cut(rows, 1)
     res = invoke("verify", str(write_rows(tmp_path / "top1.jsonl", top1)), "--data-dir", str(data))
-    assert res.exit_code == 0, res.output
+    refused(res, *(f"top1.jsonl:{len(rows)}: result {row['key']} (bm25 on nevir, seed 0): headline measure {m} "
+                   "cannot be recomputed" for m in ("Sat@10", "V@2", "FVR@10", "nDCG@10")))
     assert ("not recomputable: PairAcc: the pair documents are scored directly, and 4 of the 4 pair queries lack "
             "one in their ranking") in flat(res.output)
+    # without those figures the line verifies what top-1 rankings determine; PairAcc is left alone
+    for m in ("Sat@10", "V@2", "FVR@10", "nDCG@10"):
+        del top1[-1]["measures"][m], top1[-1]["per_query"][m]
+    res = invoke("verify", str(write_rows(tmp_path / "top1.jsonl", top1)), "--data-dir", str(data))
+    assert res.exit_code == 0, res.output
     top1[-1]["measures"]["PairAcc"]["mean"] = 0.123  # not determined by top-1 rankings: left alone
     res = invoke("verify", str(write_rows(tmp_path / "top1.jsonl", top1)), "--data-dir", str(data))
     assert res.exit_code == 0, res.output
@@ -444,7 +492,10 @@ def test_version_mismatch_and_unreadable_files(bundle: Bundle, tmp_path: Path) -
         row["benchmark_version"] = "0" * 16
 
     res = invoke("verify", str(edited(bundle, tmp_path, "v.jsonl", other_version)))
-    refused(res, head("v.jsonl", first) + f": computed on version {'0' * 16} of "
+    # the key is derived from the line's spec and version, never taken from the file
+    rekeyed = dict(first, key=result_key(first["spec_hash"], "0" * 16, first["seed"], first["k"],
+                                         first["harness_version"]))
+    refused(res, head("v.jsonl", rekeyed) + f": computed on version {'0' * 16} of "
             f"{first['benchmark']}, but the copy here is version {first['benchmark_version']}")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(bundle.dump.read_text().replace('"seed": 0', '"seed": "zero"', 1))

@@ -12,7 +12,8 @@ from harness.measures import group_by, parse_measure
 from harness.store import ResultRecord
 
 from .. import plots
-from ..compare import BASELINE, CHANCE_LEVEL, REFERENCE, BenchmarkComparison, PairedTest, base_name, measure_higher_is_better
+from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, BenchmarkComparison, PairedTest, base_name,
+                       measure_higher_is_better, measure_sort_key)
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
@@ -142,6 +143,7 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "llm": g.llm,
             "note": g.note,
             "trust": g.trust,
+            "checked": _checked(g),
             "baseline": b.is_baseline(g),
             "spec_hash": g.spec_hash,
             "title": (f"{g.retriever} · spec {g.spec_hash} · benchmark version {g.benchmark_version} · harness "
@@ -360,6 +362,16 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
             "stats": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
                                    "trusts": [], "notes": [], "all_noted": False}, "refs": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
+
+
+def _checked(g: Any) -> str:
+    """Which of a row's figures were checked here, for its trust cell."""
+    checked = g.checked
+    if checked is None:
+        return "every figure computed by this harness here"
+    if not checked:
+        return "no figure checked here"
+    return "figures checked here: " + ", ".join(sorted(checked, key=measure_sort_key))
 
 
 def render(site: Site) -> None:
