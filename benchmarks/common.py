@@ -87,6 +87,12 @@ class LoaderBase:
         )
 
     @classmethod
+    def protocol_variants(cls, name: str) -> dict[str, str]:
+        """The benchmarks that score ``name``'s queries under a paper's protocol instead of ours
+        (``nevir`` → ``nevir:coder``), each with how it differs; the benchmark pages name them."""
+        return {}
+
+    @classmethod
     def missing_files(cls, name: str, data_dir: Path) -> list[str]:
         """The files of ``info(name).files`` that are absent under ``data_dir``."""
         return missing_files(data_dir, cls.info(name).files)

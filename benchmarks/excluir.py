@@ -281,6 +281,10 @@ class ExcluIR(LoaderBase):
         return ["excluir", "excluir:train", "excluir:full", "excluir:coder"]
 
     @classmethod
+    def protocol_variants(cls, name: str) -> dict[str, str]:
+        return {"excluir:coder": POOL_PROTOCOL} if excluir_split(name) == "test" else {}
+
+    @classmethod
     def info(cls, name: str) -> DatasetInfo:
         split = excluir_split(name)
         if split == "full":

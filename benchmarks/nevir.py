@@ -74,6 +74,12 @@ class NevIR(LoaderBase):
         return ["nevir", "nevir:train", "nevir:dev", *(f"nevir:{v}" for v in VARIANTS)]
 
     @classmethod
+    def protocol_variants(cls, name: str) -> dict[str, str]:
+        if nevir_split(name) != "test":
+            return {}
+        return {f"nevir:{v}": f"{how} ({paper})" for v, (of, _, how, paper) in VARIANTS.items() if of == "test"}
+
+    @classmethod
     def canonical_name(cls, name: str) -> str:
         split = nevir_split(name)
         return "nevir" if split == "test" else f"nevir:{split}"

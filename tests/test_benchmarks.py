@@ -609,3 +609,16 @@ def test_nevir_coder_protocol_variant_keeps_every_passage(nevir: Benchmark) -> N
     assert coder.notes["dedup"] is False and "CoDeR" in coder.notes["protocol"]
     assert "not de-duplicated" in coder.description and "CoDeR" in coder.description
     assert "nevir:coder" in NevIR.variants() and "CoDeR" in NevIR.info("nevir:coder").description
+
+
+def test_protocol_variants_are_named_for_the_benchmark_pages() -> None:
+    """A benchmark page names the papers' protocol variant of its queries (nevir → nevir:coder,
+    excluir → excluir:coder) with how it differs; splits, folders and slices name none."""
+    from reports.pages.benchmark import protocol_variants
+
+    (nevir,) = protocol_variants("nevir")
+    assert nevir["name"] == "nevir:coder" and "no de-duplication" in nevir["how"] and "CoDeR" in nevir["how"]
+    (excluir,) = protocol_variants("excluir")
+    assert excluir["name"] == "excluir:coder" and "pool" in excluir["how"]
+    assert protocol_variants("nevir:train") == protocol_variants("nevir:coder") == []
+    assert protocol_variants("nevir[:25]") == protocol_variants("/tmp/x") == protocol_variants("no-such") == []

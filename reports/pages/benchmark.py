@@ -12,8 +12,10 @@ from harness.measures import group_by, parse_measure
 from harness.store import ResultRecord
 
 from .. import plots
-from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, BenchmarkComparison, PairedTest, base_name,
-                       measure_higher_is_better, measure_sort_key)
+from harness import registry
+
+from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, SLICE_RE, BenchmarkComparison, PairedTest, base_name,
+                       is_local, measure_higher_is_better, measure_sort_key)
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
@@ -34,6 +36,22 @@ def mark_title(b: BenchmarkComparison, t: PairedTest) -> str:
     word = "better" if t.better else "worse"
     return (f"{word} than {t.reference} ({ref}): Holm-adjusted p = {fmt_p(t.p_adj)} "
             f"(raw p = {fmt_p(t.p_raw)}, {t.family} comparison{'s' if t.family != 1 else ''})")
+
+
+def protocol_variants(name: str) -> list[dict[str, str]]:
+    """The papers' protocol variants of a registered benchmark (``nevir`` → ``nevir:coder``), with how
+    each differs; none for a folder, a slice or a benchmark whose loader is not installed."""
+    if is_local(name) or SLICE_RE.search(name):
+        return []
+    try:
+        loader, bname = registry.get_benchmark_loader(name)
+    except (LookupError, ValueError):
+        return []
+    variants = getattr(loader, "protocol_variants", None)
+    try:
+        return [{"name": v, "how": how} for v, how in (variants(bname) if callable(variants) else {}).items()]
+    except ValueError:
+        return []
 
 
 def meta(b: BenchmarkComparison) -> dict[str, Any]:
@@ -69,6 +87,7 @@ def meta(b: BenchmarkComparison) -> dict[str, Any]:
         "source": source,
         "license": info.license if info is not None else "",
         "stats": stats,
+        "protocols": protocol_variants(s.name),
     }
 
 
@@ -375,9 +394,13 @@ def _checked(g: Any) -> str:
 
 
 def render(site: Site) -> None:
+    slugs = {b.name: b.slug for b in site.board.benchmarks}
     for b in site.board.benchmarks:
+        info = meta(b)
+        for v in info["protocols"]:
+            v["slug"] = slugs.get(v["name"], "")
         view = {
-            **meta(b),
+            **info,
             "table": results_table(site, b),
             "refs": legend_refs(b),
             "breakdowns": breakdowns(b),
