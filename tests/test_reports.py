@@ -359,8 +359,8 @@ def test_slugs_are_safe_and_unique(tmp_path):
     assert len(files) == len(set(files)) == 4
     assert all(re.fullmatch(r"[a-z0-9-]+\.html", f) for f in files)
     hrefs = [a.attrs["href"] for a in root.iter("a")]
-    assert all(re.fullmatch(r"(#|bench/|retriever/)?[a-z0-9-]+(\.html)?", h) for h in hrefs), hrefs
-    assert all((tmp_path / "o" / h).is_file() for h in hrefs if h.endswith(".html"))
+    assert all(re.fullmatch(r"(#|bench/|retriever/|data/)?[a-z0-9-]+(\.html|\.csv|\.json)?", h) for h in hrefs), hrefs
+    assert all((tmp_path / "o" / h).is_file() for h in hrefs if h.endswith((".html", ".csv", ".json")))
     assert "<img" not in html and "&#34;&gt;&lt;img src=x&gt;" in html
     assert text.slugify("A/B c", set()) == "a-b-c"
 

@@ -6,7 +6,7 @@ suite, the headline measure against cold seconds per 1,000 queries (:func:`cost_
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from harness.audit import paper_rows, paper_settings
 from harness.cost import Costs, Money
@@ -172,39 +172,43 @@ def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return paper_csv_rows(rows)
 
 
+def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -> str:
+    """The suite's first headline measure (mean over its headline benchmarks, as on the overview)
+    against cold seconds per 1,000 queries (mean over the same benchmarks of each one's cold offline
+    + online seconds ÷ its queries × 1,000), Pareto frontier drawn, log-scaled when the seconds span
+    two decades or more; ``href(label)``: where a point links. Empty when no row has both."""
+    first = suite.first
+    if first is None:
+        return ""
+    per_bench = {b.name: {g.display: g for g in b.groups} for b in site.board.benchmarks}
+    points = []
+    for row in suite.rows:
+        rates = []
+        for bname in suite.headline_benchmarks:
+            g = per_bench.get(bname, {}).get(row.label)
+            if g is None:
+                continue
+            ts = [(c.total_s, c.online_items or r.n_queries) for c, r in ((costs.of(r), r) for r in g.records)]
+            ts = [(t, q) for t, q in ts if t is not None and q]
+            if ts:
+                rates.append(sum(t / q for t, q in ts) / len(ts) * 1000)
+        x = sum(rates) / len(rates) if rates and len(rates) == len(suite.headline_benchmarks) else None
+        points.append(Point(row.label, x, row.means.get(first), href(row.label),
+                            "chance" if row.chance else "ranked" if row.ranked else "apart"))
+    if not any(p.x is not None and p.y is not None for p in points):
+        return ""
+    return scatter_svg(points, title=f"{suite.name}: {first} against cold seconds per 1,000 queries",
+                       x_label="cold s / 1,000 queries", y_label=first, x_higher=False,
+                       y_higher=measure_higher_is_better(first), x_log=None)
+
+
 def cost_points(site: Site, costs: Costs) -> list[dict[str, Any]]:
-    """Per suite with a headline: its first headline measure (mean over the headline benchmarks, as on
-    the overview) against the cold seconds per 1,000 queries (mean over the same benchmarks of each
-    one's cold offline + online seconds ÷ its queries × 1,000), Pareto frontier drawn; log-scaled
-    when the seconds span two decades or more. A point links to the row's line in the table above."""
+    """:func:`cost_svg` of each suite with a headline; a point links to its row of the totals table."""
     out = []
     for suite in site.board.suites:
-        first = suite.first
-        if first is None:
-            continue
-        per_bench = {b.name: {g.display: g for g in b.groups} for b in site.board.benchmarks}
-        points = []
-        for row in suite.rows:
-            rates = []
-            for bname in suite.headline_benchmarks:
-                g = per_bench.get(bname, {}).get(row.label)
-                if g is None:
-                    continue
-                cs = [costs.of(r) for r in g.records]
-                ts = [(c.total_s, c.online_items or r.n_queries) for c, r in zip(cs, g.records)]
-                ts = [(t, q) for t, q in ts if t is not None and q]
-                if ts:
-                    rates.append(sum(t / q for t, q in ts) / len(ts) * 1000)
-            x = sum(rates) / len(rates) if rates and len(rates) == len(suite.headline_benchmarks) else None
-            anchor = f"efficiency-totals-row-{site.retriever_slugs[row.label]}"
-            points.append(Point(row.label, x, row.means.get(first), f"#{anchor}",
-                                "chance" if row.chance else "ranked" if row.ranked else "apart"))
-        if not any(p.x is not None and p.y is not None for p in points):
-            continue
-        svg = scatter_svg(points, title=f"{suite.name}: {first} against cold seconds per 1,000 queries",
-                          x_label="cold s / 1,000 queries", y_label=first, x_higher=False,
-                          y_higher=measure_higher_is_better(first), x_log=None)
-        out.append({"suite": suite.name, "svg": svg})
+        svg = cost_svg(site, suite, costs, lambda label: f"#efficiency-totals-row-{site.retriever_slugs[label]}")
+        if svg:
+            out.append({"suite": suite.name, "svg": svg})
     return out
 
 
