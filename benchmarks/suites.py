@@ -18,7 +18,9 @@ A suite the leaderboard shows as a table of its own also declares:
 * ``chance``: the retriever whose row is the chance level (shown in every table and plot, never
   ranked);
 * ``tradeoff``: a violation measure and a topical one: the suite's scatter of the one against the
-  other, with the Pareto frontier and chance marked (and the same on each benchmark page).
+  other, with the Pareto frontier and chance marked (and the same on each benchmark page);
+* ``cost_table``: the paper's efficiency table whose settings are the suite's benchmarks
+  (``beyondsim audit --view paper`` and the efficiency page aggregate each method over them).
 
 Why the constraint table is ordered by ``Sat@10`` and not by ``V@2``: V@k and FVR@k count
 violations only, so a ranking that retrieves nothing (random documents, an empty ranking) has no
@@ -65,6 +67,8 @@ SUITES: dict[str, dict[str, Any]] = {
         "relevance": "nDCG@10",
         "chance": _CHANCE,
         "tradeoff": ["V@2", "nDCG@10"],
+        # its six benchmarks are the settings of CoDeR's efficiency table: `beyondsim audit --view paper`
+        "cost_table": "CoDeR Table 4",
     },
     "topical": {
         "description": "Topical retrieval (the papers' BEIR sets) to check that constraint-aware methods keep topical quality.",

@@ -24,17 +24,13 @@
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
-import io
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rich.table import Table
-
+from .cost import Amount, Costs, Money
 from .ledger import OFFLINE_PHASES, RESULT_RUN_KEY, phase_totals, read_journal
 from .llm import Price, cache_file, price_for
 from .store import BenchmarkInfo, ResultRecord
@@ -140,31 +136,7 @@ def _r(x: float | None, nd: int) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
-@dataclass
-class Partial:
-    """A sum some of whose terms may be unknown: ``value`` is ``None`` then; ``known`` sums the rest
-    and ``unknown`` counts the others (fractional once scaled)."""
-
-    known: float = 0
-    unknown: float = 0
-
-    def add(self, x: float | None) -> None:
-        if x is None:
-            self.unknown += 1
-        else:
-            self.known += x
-
-    @property
-    def value(self) -> float | None:
-        return None if self.unknown else self.known
-
-    def __add__(self, o: "Partial") -> "Partial":
-        return Partial(self.known + o.known, self.unknown + o.unknown)
-
-    def fields(self, name: str, nd: int | None = None) -> dict[str, Any]:
-        """``{name: value, name_known: known}``, rounded to ``nd`` places when given."""
-        known = self.known if nd is None else round(self.known, nd)
-        return {name: None if self.unknown else known, f"{name}_known": known}
+Partial = Amount  # a sum some of whose terms may be unknown (harness/cost.py)
 
 
 @dataclass
@@ -174,9 +146,15 @@ class Tally:
     results: set[str] = field(default_factory=set)
     unfinished: set[str] = field(default_factory=set)
     queries: int = 0
-    offline_s: float | None = None
+    offline_s: float | None = None  # cold (harness/cost.py)
     online_s: float | None = None
+    run_offline_s: float | None = None  # this run
+    run_online_s: float | None = None
     cpu_s: float | None = None
+    cached: set[str] = field(default_factory=set)
+    reused_unknown: int = 0
+    derived: int = 0  # results whose cold cost is derived (stored before artefacts recorded theirs)
+    cold_usd: Money = field(default_factory=Money)
     calls: int = 0
     cache_hits: int = 0
     billed_prompt: Partial = field(default_factory=Partial)
@@ -189,12 +167,19 @@ class Tally:
     unpriced: set[str] = field(default_factory=set)
     latency_s: float = 0.0
 
-    def add_result(self, rec: ResultRecord | UnfinishedRun) -> None:
+    def add_result(self, rec: ResultRecord | UnfinishedRun, costs: Costs | None = None) -> None:
         t = phase_totals(rec.phases)
+        c = (costs or Costs([])).of(rec)
         self.queries += t["online_items"]
-        self.offline_s = _add(self.offline_s, t["offline_s"])
-        self.online_s = _add(self.online_s, t["online_s"])
+        self.offline_s = _add(self.offline_s, c.offline_s)
+        self.online_s = _add(self.online_s, c.online_s)
+        self.run_offline_s = _add(self.run_offline_s, c.run_offline_s)
+        self.run_online_s = _add(self.run_online_s, c.run_online_s)
         self.cpu_s = _add(self.cpu_s, t["cpu_s"])
+        self.cached.update(c.cached)
+        self.reused_unknown += c.reused_unknown
+        self.derived += c.cold_basis.startswith("derived")
+        self.cold_usd = self.cold_usd + c.cold_usd
         self.add_calls(rec, rec.llm_calls)
 
     def add_calls(self, rec: ResultRecord | UnfinishedRun, calls: Iterable[Mapping[str, Any]]) -> None:
@@ -206,11 +191,11 @@ class Tally:
                 self.usage_unknown_calls += 1
             if c["cached"]:
                 self.cache_hits += 1
-                self.cached_prompt.add(pt)
-                self.cached_completion.add(ct)
+                self.cached_prompt = self.cached_prompt.plus(pt)
+                self.cached_completion = self.cached_completion.plus(ct)
                 continue
-            self.billed_prompt.add(pt)
-            self.billed_completion.add(ct)
+            self.billed_prompt = self.billed_prompt.plus(pt)
+            self.billed_completion = self.billed_completion.plus(ct)
             self.latency_s += float(c.get("latency_s") or 0.0)
             if c.get("usd") is None:
                 self.unknown_calls += 1
@@ -222,6 +207,11 @@ class Tally:
     @property
     def usd(self) -> float | None:
         return None if self.unknown_calls else self.usd_known
+
+    @property
+    def money(self) -> Money:
+        """The new spend as one value."""
+        return Money(self.usd_known, self.unknown_calls)
 
     def llm_fields(self) -> dict[str, Any]:
         prompt, completion = self.billed_prompt + self.cached_prompt, self.billed_completion + self.cached_completion
@@ -235,15 +225,20 @@ class Tally:
             **self.cached_completion.fields("cached_completion_tokens"),
             **Partial(tokens.known / 1000, tokens.unknown).fields("tokens_k", 3),
             "usage_unknown_calls": self.usage_unknown_calls,
-            "usd": _r(self.usd, 8), "usd_known": round(self.usd_known, 8), "usd_unknown_calls": self.unknown_calls,
+            **self.money.fields("usd"), **self.cold_usd.fields("cold_usd"),
             "unpriced_models": ";".join(sorted(self.unpriced)),
         }
 
     def row(self, status: str = STORED, **labels: str) -> dict[str, Any]:
         total = None if self.offline_s is None and self.online_s is None else (self.offline_s or 0.0) + (self.online_s or 0.0)
+        run_total = None if self.run_offline_s is None and self.run_online_s is None else \
+            (self.run_offline_s or 0.0) + (self.run_online_s or 0.0)
         return {**labels, "status": status, "results": len(self.results), "unfinished_runs": len(self.unfinished),
                 "queries": self.queries,
                 "offline_s": _r(self.offline_s, 4), "online_s": _r(self.online_s, 4), "total_s": _r(total, 4),
+                "run_offline_s": _r(self.run_offline_s, 4), "run_online_s": _r(self.run_online_s, 4),
+                "run_total_s": _r(run_total, 4), "cached": ";".join(sorted(self.cached)),
+                "reused_unrecorded": self.reused_unknown, "cold_derived": self.derived,
                 "qps": _r(self.queries / self.online_s, 4) if self.online_s else None, "cpu_s": _r(self.cpu_s, 4),
                 **self.llm_fields()}
 
@@ -264,12 +259,16 @@ class Audit:
     total: dict[str, Any] | None
 
 
-def group(records: Iterable[ResultRecord | UnfinishedRun], by: str = "pair") -> Audit:
+def group(records: Iterable[ResultRecord | UnfinishedRun], by: str = "pair", costs: Costs | None = None) -> Audit:
     """Sum the records per ``by``: ``pair`` (retriever × benchmark), ``retriever``, ``benchmark``,
     or ``model``: the LLM calls per model name across results (results without LLM calls do not
     appear; a result that used two models counts once under each; no phase times, as a result's
     time is not split between models — ``latency_s`` is the summed latency of the billed requests).
-    Except by model, the calls of :class:`UnfinishedRun` s form rows of their own (``status``)."""
+    Except by model, the calls of :class:`UnfinishedRun` s form rows of their own (``status``).
+    Seconds are cold (harness/cost.py; ``costs``: of every stored result, so results stored before
+    artefacts recorded their cost are derived from their neighbours), with this run's beside them."""
+    records = list(records)
+    costs = costs or Costs([r for r in records if isinstance(r, ResultRecord)])
     if by not in GROUPINGS:
         raise ValueError(f"--by must be one of {', '.join(GROUPINGS)}")
     tallies: dict[tuple[str, ...], Tally] = {}
@@ -287,9 +286,9 @@ def group(records: Iterable[ResultRecord | UnfinishedRun], by: str = "pair") -> 
             continue
         status = r.status if isinstance(r, UnfinishedRun) else STORED
         key = {"retriever": (r.label, ALL), "benchmark": (ALL, r.benchmark)}.get(by, (r.label, r.benchmark))
-        tallies.setdefault((*key, status), Tally()).add_result(r)
-        per_retriever.setdefault(r.label, Tally()).add_result(r)
-        total.add_result(r)
+        tallies.setdefault((*key, status), Tally()).add_result(r, costs)
+        per_retriever.setdefault(r.label, Tally()).add_result(r, costs)
+        total.add_result(r, costs)
     if by == "model":
         rows = [t.model_row(k[0]) for k, t in sorted(tallies.items())]
         return Audit(by, rows, {}, total.model_row("total") if rows else None)
@@ -304,16 +303,71 @@ def group(records: Iterable[ResultRecord | UnfinishedRun], by: str = "pair") -> 
     return Audit(by, rows, subtotals, total.row(ALL, retriever="total", benchmark=ALL) if rows else None)
 
 
-def paper_rows(audit: Audit) -> list[dict[str, Any]]:
-    """CoDeR Table 7's columns: setting (benchmark), method (retriever), time s (offline + online),
-    cost $ (new spend; ``None`` when unknown), tokens K (prompt + completion, cache hits included;
-    ``None`` when some call reported none), and the status of the row's runs."""
-    if audit.by == "model":
-        raise ValueError("--view paper needs --by pair, retriever or benchmark")
-    return [{"setting": r["benchmark"], "method": r["retriever"], "status": r["status"], "time_s": _r(r["total_s"], 2),
-             "usd": r["usd"], "usd_known": r["usd_known"], "usd_unknown_calls": r["usd_unknown_calls"],
-             "tokens_k": _r(r["tokens_k"], 2), "tokens_k_known": round(r["tokens_k_known"], 2)}
-            for r in sorted(audit.rows, key=lambda x: (x["benchmark"], x["retriever"], x["status"]))]
+PAPER_VIEW_KEY = "cost_table"  # a suite that declares it: its benchmarks are the settings of a paper's cost table
+
+
+def paper_settings(suite_table: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """``(the paper's table, its settings)`` from the first suite that declares
+    :data:`PAPER_VIEW_KEY` (benchmarks/suites.py: the constraint suite, CoDeR's Table 4)."""
+    for name, entry in suite_table.items():
+        if entry.get(PAPER_VIEW_KEY):
+            return str(entry[PAPER_VIEW_KEY]), list(entry["benchmarks"])
+    raise ValueError("--view paper: no suite declares the settings of a paper's cost table "
+                     f"({PAPER_VIEW_KEY!r} in benchmarks/suites.py)")
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def paper_rows(records: Iterable[ResultRecord], settings: Sequence[str], costs: Costs | None = None) -> list[dict[str, Any]]:
+    """Per method (retriever label), CoDeR Table 4's view over ``settings``: per setting the mean over
+    seeds of cold time (offline + online s, model loading included), $ of new spend and tokens K
+    (prompt + completion, cache hits included), or why the cell is empty (not run; only a query
+    slice run, whose cost is not the setting's); the totals over the settings that have figures,
+    with the missing ones named (a total with a missing setting is a lower bound)."""
+    records = [r for r in records if isinstance(r, ResultRecord)]
+    costs = costs or Costs(records)
+    by: dict[str, dict[str, list[ResultRecord]]] = {}
+    for r in records:
+        by.setdefault(r.label, {}).setdefault(r.benchmark, []).append(r)
+    out = []
+    for label, benches in sorted(by.items()):
+        if not any(b in settings or base_benchmark(b) in settings for b in benches):
+            continue
+        cells: dict[str, dict[str, Any]] = {}
+        time_s, usd, tokens, missing = Amount(), Money(), Amount(), []
+        for s in settings:
+            rs = benches.get(s, [])
+            if not rs:
+                slices = sorted(b for b in benches if base_benchmark(b) == s and b != s)
+                why = f"only a query slice run ({', '.join(slices)})" if slices else "not run"
+                cells[s] = {"time_s": None, "usd": None, "usd_known": 0.0, "tokens_k": None, "results": 0,
+                            "cold_basis": "", "missing": why}
+                missing.append(s)
+                continue
+            rc = [costs.of(r) for r in rs]
+            t = None if any(c.total_s is None for c in rc) else _mean([c.total_s for c in rc])  # type: ignore[misc]
+            m = sum((c.usd for c in rc), Money()).scaled(1 / len(rs))
+            k = sum((Amount.of([None if x is None else x / 1000 for x in
+                                (c2.get("prompt_tokens"), c2.get("completion_tokens"))]) for r in rs for c2 in r.llm_calls),
+                    Amount()).scaled(1 / len(rs))
+            bases = sorted({c.cold_basis for c in rc if c.cold_basis.startswith("derived")})
+            cells[s] = {"time_s": _r(t, 2), **m.fields("usd"), **k.fields("tokens_k", 3), "results": len(rs),
+                        "cached": ";".join(sorted({x for c in rc for x in c.cached})),
+                        "cold_basis": "; ".join(bases), "missing": "" if t is not None else "time not recorded"}
+            time_s, usd, tokens = time_s.plus(t), usd + m, tokens + k
+        out.append({"method": label, "settings": cells, **Amount(time_s.known, len(missing) + time_s.unknown).fields(
+            "time_s", 2), **usd.fields("usd"), **tokens.fields("tokens_k", 3), "missing": missing})
+    return out
+
+
+def paper_csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`paper_rows` flattened: one row per method × setting, then one per method total."""
+    flat = [{"method": r["method"], "setting": s, **c} for r in rows for s, c in r["settings"].items()]
+    return flat + [{"method": r["method"], "setting": "total", **{k: v for k, v in r.items()
+                                                                  if k not in ("settings", "method", "missing")},
+                    "missing": ";".join(r["missing"])} for r in rows]
 
 
 # -- projection ------------------------------------------------------------------------------------
@@ -618,213 +672,3 @@ def project(records: Sequence[ResultRecord], targets: Sequence[str], infos: Sequ
                        "offline_basis": "" if off_known_s else "some benchmarks unmeasured",
                        **_cost_fields(tot_cost, unknown_off)})
     return Projection(list(targets), [rt.row() for _, rt in sorted(rates.items())], rows, totals, not_projected)
-
-
-# -- output ----------------------------------------------------------------------------------------
-
-def dollars(v: float) -> str:
-    return f"${v:.4f}" if v == 0 or v >= 0.0001 else f"${v:.6f}"
-
-
-def usd_text(row: Mapping[str, Any]) -> str:
-    """``$0.0123``; ``≥ $0.0123`` when the $ of some calls is unknown; ``unknown`` when no $ is known."""
-    if row.get("usd") is not None:
-        return dollars(row["usd"])
-    known = row.get("usd_known")
-    return f"≥ {dollars(known)}" if known else "unknown"
-
-
-def partial_text(row: Mapping[str, Any], key: str, nd: int = 2) -> str:
-    """``row[key]``; ``≥ known`` when some of its terms are unknown; ``unknown`` when none is known."""
-    if row.get(key) is not None:
-        return _num(row[key], nd)
-    known = row.get(f"{key}_known")
-    return f"≥ {_num(known, nd)}" if known else "unknown"
-
-
-def _num(v: Any, nd: int = 2) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
-
-
-_FULL = [("offline_s", "offline s"), ("online_s", "online s"), ("qps", "q/s"), ("llm_calls", "calls"),
-         ("cache_hits", "cache hits"), ("billed_calls", "billed"), ("billed_prompt_tokens", "billed in tok"),
-         ("billed_completion_tokens", "billed out tok"), ("cached_tokens", "cached tok"), ("usd", "$ new")]
-_MODEL = [("results", "results"), ("llm_calls", "calls"), ("cache_hits", "cache hits"), ("billed_calls", "billed"),
-          ("billed_prompt_tokens", "billed in tok"), ("billed_completion_tokens", "billed out tok"),
-          ("cached_tokens", "cached tok"), ("latency_s", "latency s"), ("usd", "$ new")]
-CAPTION = ("calls = cache hits + billed; billed in/out tok: prompt/completion tokens of billed calls; cached tok: "
-           "tokens answered from the cache; $ new: spend of billed calls (≥: the known part, when some models have "
-           "no price or some replies reported no tokens); unfinished run: billed calls of runs whose result is not "
-           "stored (stopped by the budget, failed, killed or replaced)")
-
-
-def _cell(row: Mapping[str, Any], key: str) -> str:
-    if key == "usd":
-        return usd_text(row)
-    if key == "cached_tokens":
-        cp, cc = row["cached_prompt_tokens"], row["cached_completion_tokens"]
-        both = {"cached_tokens": None if cp is None or cc is None else cp + cc,
-                "cached_tokens_known": row["cached_prompt_tokens_known"] + row["cached_completion_tokens_known"]}
-        return partial_text(both, "cached_tokens")
-    if f"{key}_known" in row:
-        return partial_text(row, key)
-    return _num(row[key])
-
-
-def audit_table(audit: Audit, title: str) -> Table:
-    """The grouped audit as a table: a subtotal row per retriever with two or more benchmarks
-    (``--by pair``) and a total row."""
-    labels = {"pair": ["retriever", "benchmark"], "retriever": ["retriever"], "benchmark": ["benchmark"],
-              "model": ["model"]}[audit.by]
-    cols = _MODEL if audit.by == "model" else [("results", "results"), *_FULL]
-    t = Table(title=title, title_justify="left", caption=CAPTION, caption_justify="left")
-    for lab in labels:
-        t.add_column(lab)
-    for _, head in cols:
-        t.add_column(head, justify="right")
-
-    def label_cells(row: Mapping[str, Any], kind: str) -> list[str]:
-        if kind == "total":
-            return ["total"] + [""] * (len(labels) - 1)
-        if kind == "subtotal":
-            return [row["retriever"], "all benchmarks"]
-        cells = [str(row[lab]) for lab in labels]
-        if row.get("status", STORED) != STORED:
-            cells[-1] = f"{cells[-1]} ({row['status']})".lstrip()
-        return cells
-
-    for i, row in enumerate(audit.rows):
-        last_of_retriever = audit.by == "pair" and (i + 1 == len(audit.rows) or
-                                                    audit.rows[i + 1]["retriever"] != row["retriever"])
-        sub = audit.subtotals.get(row["retriever"]) if last_of_retriever else None
-        t.add_row(*label_cells(row, "row"), *[_cell(row, k) for k, _ in cols],
-                  end_section=last_of_retriever and sub is None)
-        if sub is not None:
-            t.add_row(*label_cells(sub, "subtotal"), *[_cell(sub, k) for k, _ in cols], style="italic", end_section=True)
-    if audit.total is not None:
-        if audit.by != "pair":
-            t.add_section()
-        t.add_row(*label_cells(audit.total, "total"), *[_cell(audit.total, k) for k, _ in cols], style="bold")
-    return t
-
-
-def paper_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
-    t = Table(title=title, title_justify="left")
-    for c, head in (("setting", "setting"), ("method", "method"), ("time_s", "time (s)"), ("usd", "cost ($)"),
-                    ("tokens_k", "tokens (K)")):
-        t.add_column(head, justify="left" if c in ("setting", "method") else "right")
-    for r in rows:
-        method = r["method"] if r["status"] == STORED else f"{r['method']} ({r['status']})".lstrip()
-        t.add_row(r["setting"], method, _num(r["time_s"]), usd_text(r), partial_text(r, "tokens_k"))
-    return t
-
-
-def rates_table(p: Projection) -> Table:
-    t = Table(title="measured per-query rates (LLM calls priced at current prices, cache hits included)",
-              title_justify="left")
-    for head in ("retriever", "queries", "s/query", "calls/query", "tokens/query", "$/query", "offline s/doc",
-                 "measured on"):
-        t.add_column(head, justify="left" if head in ("retriever", "measured on") else "right")
-    for r in p.rates:
-        usd = "–" if r["usd_known_per_query"] is None else (
-            dollars(r["usd_per_query"]) if r["usd_per_query"] is not None else
-            (f"≥ {dollars(r['usd_known_per_query'])}" if r["usd_known_per_query"] else "unknown"))
-        tokens = partial_text(r, "tokens_per_query", 1) if r["queries"] else "–"
-        t.add_row(r["retriever"], _num(r["queries"]), _num(r["online_s_per_query"], 4), _num(r["llm_calls_per_query"]),
-                  tokens, usd, _num(r["offline_s_per_document"], 6),
-                  ", ".join(f"{b} ({n:,})" for b, n in r["measured_on"].items()) or "–")
-    return t
-
-
-def projection_table(p: Projection, title: str) -> Table:
-    t = Table(title=title, title_justify="left")
-    for head in ("retriever", "benchmark", "queries", "documents", "online s", "offline s", "total s", "LLM calls",
-                 "tokens K", "$ (no cache)", "offline from"):
-        t.add_column(head, justify="left" if head in ("retriever", "benchmark", "offline from") else "right")
-
-    def secs(v: float | None, known: float | None = None, unmeasured: str = "unmeasured") -> str:
-        if v is not None:
-            return _num(v)
-        return f"≥ {known:,.2f}" if known else unmeasured
-
-    by_retriever = {r["retriever"]: r for r in p.totals}
-    for i, r in enumerate(p.rows):
-        t.add_row(r["retriever"], r["benchmark"], _num(r["queries"]), _num(r["documents"]), _num(r["online_s"]),
-                  secs(r["offline_s"]), secs(r["total_s"], None, "unknown"), _num(r["llm_calls"], 1),
-                  partial_text(r, "tokens_k", 1), usd_text(r), r["offline_basis"])
-        last = i + 1 == len(p.rows) or p.rows[i + 1]["retriever"] != r["retriever"]
-        if last:
-            s = by_retriever[r["retriever"]]
-            t.add_row(s["retriever"], s["benchmark"], _num(s["queries"]), _num(s["documents"]), _num(s["online_s"]),
-                      secs(s["offline_s"], s["offline_s_known"]),
-                      secs(s["total_s"], s["online_s"] + s["offline_s_known"], "unknown"), _num(s["llm_calls"], 1),
-                      partial_text(s, "tokens_k", 1), usd_text(s), s["offline_basis"], style="bold", end_section=True)
-    return t
-
-
-def projection_notes(p: Projection) -> list[str]:
-    """Which measurements each estimate comes from, and what could not be projected."""
-    notes = []
-    for r in p.rates:
-        if not r["queries"]:
-            continue
-        parts = [f"{r['retriever']}: per-query rates from {r['queries']:,} queries "
-                 f"({', '.join(f'{b}: {n:,}' for b, n in r['measured_on'].items())})"]
-        if r["offline_measured_on"]:
-            parts.append("offline seconds measured on " + ", ".join(
-                f"{b} ({n} result{'s' if n > 1 else ''})" for b, n in r["offline_measured_on"].items()))
-        else:
-            parts.append("no offline seconds measured")
-        if r["documents_measured"]:
-            parts.append(f"per-document offline rate from {r['documents_measured']:,} indexed documents")
-        notes.append("; ".join(parts))
-        if r["unpriced_models"]:
-            notes.append(f"{r['retriever']}: no price for model(s) {r['unpriced_models'].replace(';', ', ')}: "
-                         "its $ is unknown (add the model to a prices file: --prices)")
-        if r["calls_without_usage"]:
-            n = r["calls_without_usage"]
-            notes.append(f"{r['retriever']}: {n:,g} recorded LLM call{'s' if n != 1 else ''} reported no token counts: "
-                         "its tokens and $ are unknown (≥: the known part)")
-    for source, how in (("store", "the results store"), ("registry", "the benchmark files on disk")):
-        names = list(dict.fromkeys(r["benchmark"] for r in p.rows if r["counts_from"] == source))
-        if names:
-            notes.append(f"query and document counts from {how}: {', '.join(names)}")
-    capped: dict[str, list[str]] = {}
-    for r in p.rows:
-        if r.get("per_document_capped"):
-            capped.setdefault(r["retriever"], []).append(r["benchmark"])
-    for label, names in capped.items():
-        notes.append(f"{label}: LLM calls made once per document capped at the corpus size on {', '.join(names)} "
-                     "(each is made at most once per document, however many queries retrieve it)")
-    for x in p.not_projected:
-        what = f"benchmark {x['benchmark']}" if "benchmark" in x else f"retriever {x['retriever']}"
-        notes.append(f"not projected: {what}: {x['reason']}")
-    return notes
-
-
-def to_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-
-
-def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None) -> str:
-    """Rows as CSV; ``None`` is an empty cell."""
-    buf = io.StringIO()
-    names = list(fields or (rows[0].keys() if rows else ["retriever"]))
-    w = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    w.writerows([{k: ("" if r.get(k) is None else r.get(k)) for k in names} for r in rows])
-    return buf.getvalue()
-
-
-def projection_csv(p: Projection) -> str:
-    fields = ["kind", "retriever", "benchmark", "queries", "documents", "counts_from", "online_s", "offline_s",
-              "offline_s_known", "total_s", "offline_basis", "per_document_capped", "llm_calls", "prompt_tokens",
-              "completion_tokens",
-              "tokens_k", "tokens_k_known", "usage_unknown_calls", "usd", "usd_known", "usd_unknown_calls",
-              "unpriced_models"]
-    rows = [{"kind": "benchmark", **r} for r in p.rows] + [{"kind": "total", **r} for r in p.totals]
-    return to_csv(rows, fields)

@@ -766,8 +766,9 @@ def audit(
                                           "cache hits included, at current prices; unknown stays unknown."),
     fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv (json/csv: one row per group, "
                             "without the table's total rows; usd is null when unknown, usd_known the priced part)."),
-    view: str = typer.Option("full", "--view", help="full, or paper: CoDeR Table 7's columns (setting, method, "
-                             "time s = offline + online, cost $, tokens K)."),
+    view: str = typer.Option("full", "--view", help="full, or paper: CoDeR Table 4's view, per method over the "
+                             "paper's six settings: cold time s (offline + online), $ of new spend, tokens K, and "
+                             "what is missing per cell."),
     prices: Annotated[Optional[Path], prices_option(
         "Extra prices TOML for --project, on top of harness/prices.toml.")] = None,
     data_dir: Annotated[Optional[Path], data_dir_option(
@@ -778,8 +779,12 @@ def audit(
     """Efficiency and API cost of stored results: offline/online seconds, LLM calls split into cache
     hits and billed calls, their tokens, and $ of new spend (a cache hit costs $0; a model without a
     price is "unknown", never $0, and a total with an unknown part shows its known part as "≥ $x").
+    Seconds are cold (cached embeddings, models, trained encoders and LLM replies counted at what
+    computing them cost; harness/cost.py), with this run's seconds beside them (run_*_s in json/csv).
     The table adds a subtotal per retriever (--by pair) and a total row. --project estimates a suite."""
     from . import audit as audit_mod
+    from . import audit_tables as tables
+    from .cost import Costs
 
     if fmt not in ("table", "json", "csv"):
         fail("--format must be table, json or csv")
@@ -794,6 +799,7 @@ def audit(
         stored = store.results(benchmark=benchmark, retriever=retriever)
         records = audit_mod.select(stored, cutoff)
         infos = store.benchmarks()
+        costs = Costs(store.results())  # every stored result: those without recorded reuse derive from the others
     try:  # billed calls that no stored result holds (runs stopped by the budget, failed or killed)
         unfinished = audit_mod.unfinished_runs(home_dir(home), stored, benchmark=benchmark, retriever=retriever,
                                                since=cutoff)
@@ -808,17 +814,24 @@ def audit(
         _audit_projection(audit_mod, records, infos, project, fmt, prices, data_dir, scope)
         return
     try:
-        grouped = audit_mod.group(records + unfinished, by or "pair")
-        rows = audit_mod.paper_rows(grouped) if view == "paper" else grouped.rows
-    except ValueError as e:
+        if view == "paper" and by == "model":
+            raise ValueError("--view paper aggregates per method: it does not combine with --by model")
+        grouped = audit_mod.group(records + unfinished, by or "pair", costs)
+        if view == "paper":
+            paper, settings = audit_mod.paper_settings(suites())
+            rows = audit_mod.paper_rows(records, settings, costs)
+        else:
+            rows = grouped.rows
+    except (ValueError, RegistryError) as e:
         fail(str(e))
     if fmt == "json":
-        sys.stdout.write(audit_mod.to_json(rows))
+        sys.stdout.write(tables.to_json(rows))
     elif fmt == "csv":
-        sys.stdout.write(audit_mod.to_csv(rows))
+        sys.stdout.write(tables.to_csv(audit_mod.paper_csv_rows(rows) if view == "paper" else rows))
     else:
         title = "cost and time audit" + (f" ({scope})" if scope else "")
-        out.print(audit_mod.paper_table(rows, title) if view == "paper" else audit_mod.audit_table(grouped, title))
+        out.print(tables.paper_table(rows, settings, f"{paper}: {title}") if view == "paper"
+                  else tables.audit_table(grouped, title))
     unpriced = sorted({m for r in grouped.rows for m in r["unpriced_models"].split(";") if m})
     if unpriced:
         console.print(f"no price was known for model(s) {', '.join(unpriced)} when they ran: their spend is unknown "
@@ -850,18 +863,20 @@ def _audit_projection(audit_mod: Any, records: list, infos: list, target: str, f
         fail(str(e))
     proj = audit_mod.project(records, benches, infos, price_table,
                              fallback=audit_mod.registry_stats(default_data_dir(data_dir)))
-    notes = audit_mod.projection_notes(proj)
+    from . import audit_tables as tables
+
+    notes = tables.projection_notes(proj)
     if fmt == "json":
-        sys.stdout.write(audit_mod.to_json({"target": target, **proj.to_dict(), "notes": notes}))
+        sys.stdout.write(tables.to_json({"target": target, **proj.to_dict(), "notes": notes}))
         return
     if fmt == "csv":
-        sys.stdout.write(audit_mod.projection_csv(proj))
+        sys.stdout.write(tables.projection_csv(proj))
         for n in notes:
             console.print(n, highlight=False, markup=False, soft_wrap=True)
         return
-    out.print(audit_mod.rates_table(proj))
+    out.print(tables.rates_table(proj))
     title = f"projection: {target} ({len(benches)} benchmark{'s' if len(benches) != 1 else ''})"
-    out.print(audit_mod.projection_table(proj, title + (f" — measurements: {scope}" if scope else "")))
+    out.print(tables.projection_table(proj, title + (f" — measurements: {scope}" if scope else "")))
     for n in notes:
         out.print(n, highlight=False, markup=False, soft_wrap=True)
 

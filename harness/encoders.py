@@ -10,7 +10,10 @@ the offline path never touches the network.
 Embeddings are cached as float32 ``.npy`` files keyed by (model fingerprint, prefix, normalisation,
 max length, pooling, text hash) and memory-mapped on load — no pickle anywhere. Each file's name carries
 the SHA-256 of its bytes (:class:`EmbeddingCache`), checked on every load: a damaged entry is
-reported by path, removed and recomputed.
+reported by path, removed and recomputed. Next to each entry, ``<key>.cost.json`` records what
+computing it cost (wall and CPU seconds), and ``<fingerprint>/model-load.json`` what loading the
+model's weights cost; a result that reuses them is charged that as its cold cost
+(:meth:`harness.ledger.Ledger.reuse`, harness/cost.py).
 
 Pooling: a model with a sentence-transformers config pools as it declares; ``resolve_pooling``
 gives a hub model without one (``facebook/contriever``) what its model card prescribes, and any
@@ -32,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -631,6 +635,29 @@ class EmbeddingCache:
             raise ValueError(f"it holds {arr.dtype} {arr.shape}, expected float32 with {rows} rows")
         return arr
 
+    def record_cost(self, folder: str, name: str, cost: dict[str, Any]) -> None:
+        """Write ``<folder>/<name>.json`` (what computing an artefact cost) through a temporary file;
+        a failure is a warning, never an error."""
+        directory = self.root / folder
+        tmp = directory / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(cost, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, directory / f"{name}.json")
+        except OSError as e:
+            self.warn(f"cost record {directory / name}.json not written: {e}")
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+    def recorded_cost(self, folder: str, name: str) -> dict[str, Any] | None:
+        """What ``<folder>/<name>.json`` recorded; ``None`` when absent or unreadable."""
+        try:
+            d = json.loads((self.root / folder / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return d if isinstance(d, dict) else None
+
     def put(self, folder: str, key: str, arr: np.ndarray) -> Path:
         """Store ``arr`` under ``key`` (tmp file, checksum, rename) and drop the key's other files."""
         directory = self.root / folder
@@ -666,7 +693,9 @@ class EncoderPool:
         self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0, "cache_discarded": 0}
         # the ledger of the result being computed (the runner sets it): loading a model's weights is
         # timed as its ``model`` phase, apart from the index or search phase that asked for it
-        self.ledger: Any = None
+        self._ledger: Any = None
+        self._load_cost: dict[str, dict[str, float]] = {}  # model name → what loading it cost here
+        self._reset_result()
         # a cache miss of at least ``bulk_min_texts`` texts is offered to ``bulk_encode(name, texts,
         # prefix=, normalize=, max_length=, pooling=, batch_size=)`` when it is set (on a Ray cluster:
         # harness.distributed, a Ray Data actor pool), which returns the embeddings or None (encode
@@ -674,14 +703,54 @@ class EncoderPool:
         self.bulk_encode: Callable[..., np.ndarray] | None = None
         self.bulk_min_texts = 100_000
 
+    @property
+    def ledger(self) -> Any:
+        return self._ledger
+
+    @ledger.setter
+    def ledger(self, ledger: Any) -> None:
+        self._ledger = ledger
+        self._reset_result()
+
+    def _reset_result(self) -> None:
+        """A new result starts: nothing of it is loaded, written or charged yet."""
+        self._loaded_here: set[str] = set()
+        self._used: set[str] = set()
+        self._seen_keys: set[tuple[str, str]] = set()
+
     def model(self, name: str, max_length: int | None = None, pooling: str | None = None) -> Any:
         key = (name, max_length, pooling)
         with self._lock:
             if key not in self._models:
                 timer = self.ledger.phase("model") if self.ledger is not None else contextlib.nullcontext()
+                w0, c0 = time.perf_counter(), time.process_time()
                 with timer:
                     self._models[key] = load_encoder(name, self.device, max_length, pooling)
+                cost = {"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
+                self._load_cost[name] = cost
+                self._loaded_here.add(name)
+                if self.cache is not None:
+                    self.cache.record_cost(self.fingerprint(name), "model-load", {**cost, "model": name})
             return self._models[key]
+
+    def _charge_model(self, name: str) -> None:
+        """The first use of ``name`` in a result that did not load it: charge what loading it cost."""
+        if self.ledger is None or name in self._used:
+            return
+        self._used.add(name)
+        if name in self._loaded_here:
+            return
+        cost = self._load_cost.get(name) or (self.cache.recorded_cost(self.fingerprint(name), "model-load")
+                                             if self.cache is not None else None) or {}
+        self.ledger.reuse("model", cost.get("wall_s"), cost.get("cpu_s"), phase="model")
+
+    def _charge_entry(self, entry: tuple[str, str]) -> None:
+        """A cache hit of an entry this result did not compute: charge what computing it cost."""
+        if self.ledger is None or entry in self._seen_keys or self.cache is None:
+            return
+        self._seen_keys.add(entry)
+        cost = self.cache.recorded_cost(entry[0], f"{entry[1]}.cost") or {}
+        self.ledger.reuse("embeddings", cost.get("wall_s"), cost.get("cpu_s"))
 
     def fingerprint(self, name: str) -> str:
         if name not in self._fingerprints:
@@ -711,8 +780,11 @@ class EncoderPool:
             self.stats["cache_discarded"] = self.cache.discarded
             if cached is not None:
                 self.stats["cache_hits"] += 1
+                self._charge_entry(entry)
+                self._charge_model(name)
                 return cached
         self.stats["cache_misses"] += 1
+        w0, c0 = time.perf_counter(), time.process_time()
         bulk = (self.bulk_encode(name, texts, prefix=prefix, normalize=normalize, max_length=max_length, pooling=pooling,
                                  batch_size=batch_size)
                 if self.bulk_encode is not None and len(texts) >= self.bulk_min_texts else None)
@@ -720,9 +792,12 @@ class EncoderPool:
             arr = np.asarray(bulk, dtype=np.float32)
             self.stats["encoded"] += len(texts)
             self.stats["bulk_encoded"] = self.stats.get("bulk_encoded", 0) + len(texts)
-            self._store(entry, arr)
+            self._store(entry, arr, {"wall_s": time.perf_counter() - w0, "cpu_s": None})  # CPU spent elsewhere
+            self._charge_model(name)
             return arr
+        fresh = (name, max_length, pooling) not in self._models
         model = self.model(name, max_length, pooling)
+        load = self._load_cost.get(name, {}) if fresh else {}
         # Longest first across the whole list (not per chunk), so batches carry little padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
         inputs = [prefix + texts[i] for i in order]
@@ -739,12 +814,20 @@ class EncoderPool:
         if parts:
             arr[order] = np.concatenate(parts)
         self.stats["encoded"] += len(texts)
-        self._store(entry, arr)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        if load:  # the model was loaded inside this call: that is its own cost (model-load.json), not the entry's
+            wall, cpu = max(0.0, wall - load["wall_s"]), max(0.0, cpu - load["cpu_s"])
+        self._store(entry, arr, {"wall_s": wall, "cpu_s": cpu})
+        self._charge_model(name)
         return arr
 
-    def _store(self, entry: tuple[str, str] | None, arr: np.ndarray) -> None:
+    def _store(self, entry: tuple[str, str] | None, arr: np.ndarray, cost: dict[str, Any]) -> None:
+        if entry is not None:
+            self._seen_keys.add(entry)  # computed by this result: never charged to it as reused
         if self.cache is not None and entry is not None:
             try:
                 self.cache.put(*entry, arr)
             except OSError as e:  # the embeddings are computed: keep them, say the cache is not written
                 self.cache.warn(f"embedding cache not written under {self.cache.root / entry[0]}: {e}")
+                return
+            self.cache.record_cost(entry[0], f"{entry[1]}.cost", {**cost, "rows": int(arr.shape[0])})

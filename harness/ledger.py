@@ -8,6 +8,11 @@ result of the same process had already loaded the model. LLM calls are recorded 
 model, tokens, latency, cache hit and dollars. A figure that is not known is ``None``, never 0:
 tokens when the reply carried no usage, dollars when the price or the tokens are unknown.
 
+A cached artefact a result reuses (embeddings, a loaded model, a trained encoder, an LLM reply) is
+recorded with what it cost to compute when it was written (:meth:`Ledger.reuse`), under the phase
+that asked for it, so the result's cold-equivalent cost (harness/cost.py) does not depend on what
+ran before it.
+
 Every billed reply is also written to a :class:`CallJournal` (a table in the LLM cache's SQLite
 file) the moment it arrives, tagged with the run it belongs to (:class:`RunTag`), so a run that
 stops on its budget, fails or is killed still leaves every call it paid for on disk.
@@ -80,6 +85,8 @@ class Ledger:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _current: str = ""
     _nested: list[list[float]] = field(default_factory=list, repr=False)  # per open phase: [wall, cpu] of its inner phases
+    # per phase: what the cached artefacts it reused cost when they were computed (harness/cost.py)
+    reused: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def current_phase(self) -> str:
@@ -113,6 +120,31 @@ class Ledger:
             if not call.phase:
                 call.phase = self._current
             self.llm_calls.append(call)
+
+    def reuse(self, kind: str, wall_s: float | None, cpu_s: float | None = None, *, usd: float | None = 0.0,
+              phase: str | None = None) -> None:
+        """A cached artefact of ``kind`` (``embeddings``, ``model``, ``trained encoder``, ``llm``) was
+        reused in ``phase`` (default: the current one): it cost ``wall_s`` / ``cpu_s`` seconds and
+        ``usd`` dollars when it was computed; ``None``: not recorded (counted as ``unknown`` /
+        ``cpu_unknown`` / ``usd_unknown``)."""
+        with self._lock:
+            rec = self.reused.setdefault(phase or self._current or "index", {
+                "wall_s": 0.0, "cpu_s": 0.0, "entries": 0, "unknown": 0, "cpu_unknown": 0, "usd": 0.0,
+                "usd_unknown": 0, "kinds": {}})
+            rec["entries"] += 1
+            rec["kinds"][kind] = rec["kinds"].get(kind, 0) + 1
+            if wall_s is None:
+                rec["unknown"] += 1
+            else:
+                rec["wall_s"] += float(wall_s)
+            if cpu_s is None:
+                rec["cpu_unknown"] += 1
+            else:
+                rec["cpu_s"] += float(cpu_s)
+            if usd is None:
+                rec["usd_unknown"] += 1
+            else:
+                rec["usd"] += float(usd)
 
     def count(self, name: str, n: int = 1) -> None:
         """A named event counter (``llm.retries``, ``deo.fallback`` …), kept with the result."""

@@ -517,6 +517,11 @@ class LLMClient:
         pt, ct = _token_count(hit.get("prompt_tokens")), _token_count(hit.get("completion_tokens"))
         if ledger is not None:
             ledger.record_llm_call(LLMCall(self.model, pt, ct, 0.0, True, 0.0, purpose=req.purpose))
+            # its cold cost: what the reply cost when it was paid for (latency shared by the workers
+            # that sent requests side by side; an entry from before latencies were kept: unknown)
+            lat = hit.get("latency_s")
+            ledger.reuse("llm", None if lat is None else float(lat) / self.settings.workers, None,
+                         usd=hit.get("usd") if "usd" in hit else None)
         return Completion(list(hit["texts"]), pt, ct, True, self.model, 0.0)
 
     def _record_billed(self, resp: Any, latency: float, purpose: str, ledger: Ledger | None) -> LLMCall:
@@ -569,7 +574,8 @@ class LLMClient:
         pt, ct, usd = call.prompt_tokens, call.completion_tokens, call.usd
         if self.cache is not None:
             self.cache.put(key, self.model, {"messages": req.message_dicts(), "params": req.params()},
-                           {"texts": texts, "prompt_tokens": pt, "completion_tokens": ct, "model": self.model, "usd": usd})
+                           {"texts": texts, "prompt_tokens": pt, "completion_tokens": ct, "model": self.model, "usd": usd,
+                            "latency_s": call.latency_s})
         if ledger is not None and retries:
             ledger.count("llm.retries", retries)
         return Completion(texts, pt, ct, False, self.model, usd)

@@ -10,7 +10,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from . import __version__ as HARNESS_VERSION
 from .registry import RETRIEVER_GROUP
@@ -164,3 +164,31 @@ def provenance(cls: type) -> dict[str, Any]:
     if src is not None:
         out.update(_git_state(src.parent))
     return out
+
+
+def run_command(spec: Mapping[str, Any], benchmark: str, seed: int, k: int) -> str:
+    """The ``beyondsim run`` command line that recomputes a stored result: its retriever, every
+    scalar parameter as ``-p name.key=value`` (so the spec, and with it the result key, is the same),
+    the benchmark (a query slice ``name[:N]`` as ``--max-queries N``), the seed (``--seeds`` runs
+    seeds 0..N-1, so ``--seeds seed+1``; the earlier seeds are skipped when stored) and the depth. A
+    parameter that is a list or a table cannot be given with ``-p``: it is named in a trailing
+    comment (give it in a ``--config`` file)."""
+    import re
+    import shlex
+
+    name = str(spec.get("retriever") or "")
+    parts = ["beyondsim", "run", shlex.quote(name)]
+    complex_params = []
+    for key, value in sorted((spec.get("params") or {}).items()):
+        if isinstance(value, (list, tuple, dict)):
+            complex_params.append(key)
+            continue
+        text = "none" if value is None else ("true" if value is True else "false" if value is False else str(value))
+        parts += ["-p", shlex.quote(f"{name}.{key}={text}")]
+    m = re.fullmatch(r"(.*)\[:(\d+)\]", benchmark)
+    parts += ["-b", shlex.quote(m.group(1) if m else benchmark)]
+    if m:
+        parts += ["--max-queries", m.group(2)]
+    parts += ["--seeds", str(seed + 1), "--k", str(k)]
+    line = " ".join(parts)
+    return line + (f"  # and in a --config file: {', '.join(complex_params)}" if complex_params else "")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import __version__ as HARNESS_VERSION
+from .cost import REUSED_KEY
 from .data import DataError, default_data_dir
 from .encoders import EncoderPool, default_device
 from .leakage import check_unseen
@@ -341,6 +342,7 @@ class Runner:
             rankings=dict(run),
             environment=self.environment, provenance=provenance(cls),
             extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
+                   REUSED_KEY: ledger.reused,
                    **({"empty_rankings": empty} if empty else {}),
                    **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}),
                    **({} if training is None else {"training": training[0] if len(training) == 1 else training}),

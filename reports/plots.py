@@ -221,10 +221,15 @@ def _axes(
     *,
     y_integer: bool = False,
     x_target: int = 6,
+    x_log: bool = False,
 ) -> None:
+    """Grid, axes, ticks and labels; ``x_log``: the x scale maps log10 of the values, ticks at the
+    powers of ten (labelled with the values, ``data-value`` the value)."""
     left, right, bottom, top = x.p0, x.p1, y.p0, y.p1
     yt, yd = _ticks(y.d0, y.d1, 5, integer=y_integer)
     xt, xd = _ticks(x.d0, x.d1, x_target)
+    if x_log:
+        xt, xd = [float(e) for e in range(math.ceil(x.d0), math.floor(x.d1) + 1)], 0
     parts.append('<g class="grid">')
     for v in yt:
         py = _px(y(v))
@@ -245,10 +250,12 @@ def _axes(
     parts.append(f'<g class="axis axis-x" fill="{_TEXT}">')
     for v in xt:
         px = x(v)
+        value = 10 ** v if x_log else v
+        label = f"{value:g}" if x_log else _fmt_tick(v, xd)
         parts.append(f'<line x1="{_px(px)}" y1="{_px(bottom)}" x2="{_px(px)}" y2="{_px(bottom + 4)}" stroke="{_AXIS}"/>')
         parts.append(
             f'<text x="{_px(px)}" y="{_px(bottom + 17)}" text-anchor="middle" '
-            f'data-value="{_num(v)}">{_esc(_fmt_tick(v, xd))}</text>'
+            f'data-value="{_num(value)}">{_esc(label)}</text>'
         )
     parts.append(f'<line x1="{_px(left)}" y1="{_px(bottom)}" x2="{_px(right)}" y2="{_px(bottom)}" stroke="{_AXIS}"/>')
     if x_label:

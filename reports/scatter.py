@@ -13,6 +13,7 @@ attributes with the exact values, deterministic output):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -88,30 +89,43 @@ def _place_labels(pts: Sequence[Point], px: Sequence[float], py: Sequence[float]
     return out
 
 
+LOG_SPAN = 100.0  # an x range at least this many times wide (largest / smallest) gets a log scale
+
+
 def scatter_svg(points: Sequence[Point], *, title: str, x_label: str, y_label: str, x_higher: bool,
-                y_higher: bool, width: int = 680, height: int = 440) -> str:
+                y_higher: bool, width: int = 680, height: int = 440, x_log: bool | None = False) -> str:
     """Each point with a finite x and y, its label beside it, linked to ``href``; the Pareto
     frontier of the points that are not the chance level; dashed lines at the chance point's x and
-    y. Axes span [0, 1] widened to the data."""
-    pts = [p for p in points if _finite(p.x) and _finite(p.y)]
+    y. Axes span [0, 1] widened to the data; with ``x_log`` (``None``: when every x is positive and
+    they span :data:`LOG_SPAN` or more) the x axis is log10, from the power of ten below the
+    smallest x to the one above the largest (``data-x-scale="log"`` on the root; ``data-x`` keeps
+    the values)."""
+    pts = [p for p in points if _finite(p.x) and _finite(p.y) and (not x_log or float(p.x) > 0)]  # type: ignore[arg-type]
     if not pts:
         return _no_data(title, width)
-    xs = [float(p.x) for p in pts]  # type: ignore[arg-type]
+    raw_x = [float(p.x) for p in pts]  # type: ignore[arg-type]
+    if x_log is None:
+        x_log = min(raw_x) > 0 and max(raw_x) >= LOG_SPAN * min(raw_x)
+    xs = [math.log10(x) for x in raw_x] if x_log else raw_x
     ys = [float(p.y) for p in pts]  # type: ignore[arg-type]
-    x0, x1 = min(0.0, min(xs)), max(1.0, max(xs))
+    if x_log:
+        x0, x1 = math.floor(min(xs)), max(math.ceil(max(xs)), math.floor(min(xs)) + 1)
+    else:
+        x0, x1 = min(0.0, min(xs)), max(1.0, max(xs))
     y0, y1 = min(0.0, min(ys)), max(1.0, max(ys))
     left = _y_margin(y0, y1)
     right = width - 120  # room for the labels of the rightmost points
     top, bottom = 34, height - 46
     sx, sy = _Scale(x0, x1, left, right), _Scale(y0, y1, bottom, top)
-    parts = _open("scatter", width, height, title)
+    parts = _open("scatter", width, height, title, ' data-x-scale="log"' if x_log else "")
     _title(parts, title, width)
     _plot_area(parts, sx, sy)
-    _axes(parts, sx, sy, x_label, y_label)
+    _axes(parts, sx, sy, x_label + (" (log scale)" if x_log else ""), y_label, x_log=bool(x_log))
     chance = next((p for p in pts if p.kind == "chance"), None)
     if chance is not None:
-        cx, cy = float(chance.x), float(chance.y)  # type: ignore[arg-type]
-        parts.append(f'<line class="chance-line" data-axis="x" data-value="{_num(cx)}" x1="{_px(sx(cx))}" '
+        ci = pts.index(chance)
+        cx, cy = xs[ci], ys[ci]
+        parts.append(f'<line class="chance-line" data-axis="x" data-value="{_num(raw_x[ci])}" x1="{_px(sx(cx))}" '
                      f'y1="{_px(top)}" x2="{_px(sx(cx))}" y2="{_px(bottom)}" stroke="{_CHANCE}" '
                      f'stroke-dasharray="2 3"/>')
         parts.append(f'<line class="chance-line" data-axis="y" data-value="{_num(cy)}" x1="{_px(left)}" '
@@ -130,11 +144,11 @@ def scatter_svg(points: Sequence[Point], *, title: str, x_label: str, y_label: s
         color = _CHANCE if p.kind == "chance" else _APART if p.kind == "apart" else _RANKED
         lab = _esc(p.label)
         on = i in front
-        circle = (f'<circle data-label="{lab}" data-x="{_num(xs[i])}" data-y="{_num(ys[i])}" data-kind="{_esc(p.kind)}"'
+        circle = (f'<circle data-label="{lab}" data-x="{_num(raw_x[i])}" data-y="{_num(ys[i])}" data-kind="{_esc(p.kind)}"'
                   f' data-frontier="{"true" if on else "false"}" cx="{_px(px)}" cy="{_px(py)}" r="{5 if on else 4}"'
                   f' fill="{"none" if p.kind == "chance" else color}" stroke="{_FRONTIER if on else color}"'
                   f' stroke-width="{2 if on or p.kind == "chance" else 1}"><title>{lab}: {_esc(x_label)} '
-                  f'{xs[i]:.3f}, {_esc(y_label)} {ys[i]:.3f}</title></circle>')
+                  f'{raw_x[i]:.3f}, {_esc(y_label)} {ys[i]:.3f}</title></circle>')
         text = ""
         if labels[i] is not None:
             tx, ty, anchor = labels[i]

@@ -79,7 +79,7 @@ def _prune(out_dir: Path, written: set[str]) -> list[str]:
     removed = []
     root = out_dir.resolve()
     for rel in previous:
-        if not isinstance(rel, str) or rel in written or not rel.endswith((".html", ".js")):
+        if not isinstance(rel, str) or rel in written or not rel.endswith((".html", ".js", ".csv", ".json")):
             continue
         path = (out_dir / rel).resolve()
         if root not in path.parents or not path.is_file():

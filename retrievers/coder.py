@@ -288,6 +288,8 @@ class _Coder:
                             load_benchmark=lambda n: load_benchmark(n, data_dir, ctx.online), log=ctx.log,
                             out_dir=path)
                 card = read_card(path)
+            elif ctx.ledger is not None and card is not None:  # trained before: charged what training cost
+                ctx.ledger.reuse("trained encoder", card.get("wall_s"), card.get("cpu_s"))
             self.compat_name, self.card = str(path), card
         else:
             d = Path(p.compat_model).expanduser()

@@ -313,6 +313,7 @@ class COLT(DenseRetriever):
                 ctx.ledger.count("colt.trained")
         elif ctx.ledger is not None:
             ctx.ledger.count("colt.cache_hit")
+            ctx.ledger.reuse("trained encoder", card.get("wall_s"), card.get("cpu_s"))
         self._load(path, card, p.model)
         stats = {k: card[k] for k in ("validation", "chosen", "sweep", "graph", "semantic", "wall_s", "device")}
         self.last_stats = {"fit": {**stats, "artifact": str(path), "trained_in_this_run": self.trained_here},

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from harness import audit as A
+from harness import audit_tables as T
 from harness.ledger import CallJournal, LLMCall, RunTag
 from harness.llm import Price, cache_file
 from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
@@ -127,22 +128,28 @@ def test_group_by_retriever_benchmark_and_model() -> None:
     assert "online_s" not in mini and "offline_s" not in mini  # no time split between models
     myst = rows[("mystery-llm",)]
     assert (myst["llm_calls"], myst["cache_hits"], myst["billed_calls"], myst["usd"], myst["usd_known"]) == (2, 1, 1, None, 0.0)
-    assert A.usd_text(myst) == "unknown" and A.usd_text(mini) == "$0.0011"
+    assert T.usd_text(myst) == "unknown" and T.usd_text(mini) == "$0.0011"
     assert (m.total["results"], m.total["llm_calls"], m.total["usd"]) == (2, 6, None)
-    assert A.usd_text(m.total) == "≥ $0.0011"
+    assert T.usd_text(m.total) == "≥ $0.0011"
     with pytest.raises(ValueError, match="--by"):
         A.group(recs, "seed")
-    with pytest.raises(ValueError, match="--view paper"):
-        A.paper_rows(m)
 
 
 def test_paper_rows() -> None:
-    rows = A.paper_rows(A.group(usage_records(), "pair"))
-    assert [(r["setting"], r["method"]) for r in rows] == [("negconstraint", "hyde"), ("nevir", "bm25"), ("nevir", "hyde")]
-    assert rows[0] == {"setting": "negconstraint", "method": "hyde", "status": "stored", "time_s": 9.0, "usd": None,
-                       "usd_known": pytest.approx(2 * MINI), "usd_unknown_calls": 1, "tokens_k": 3.6,
-                       "tokens_k_known": 3.6}
-    assert rows[1]["time_s"] == 3.5 and rows[1]["usd"] == 0.0 and rows[1]["tokens_k"] == 0
+    settings = ["nevir", "negconstraint", "excluir"]
+    rows = A.paper_rows(usage_records(), settings)
+    assert [r["method"] for r in rows] == ["bm25", "hyde"]
+    bm25, hyde = rows
+    # bm25: two seeds on nevir (0.5 + 1 s and 1.5 + 0.5 s... means 1.75 s), nothing elsewhere
+    assert bm25["settings"]["nevir"]["time_s"] == 1.75 and bm25["settings"]["nevir"]["results"] == 2
+    assert bm25["settings"]["excluir"] == {"time_s": None, "usd": None, "usd_known": 0.0, "tokens_k": None,
+                                           "results": 0, "cold_basis": "", "missing": "not run"}
+    assert bm25["time_s"] is None and bm25["time_s_known"] == 1.75 and bm25["missing"] == ["negconstraint", "excluir"]
+    neg = hyde["settings"]["negconstraint"]
+    assert (neg["time_s"], neg["usd"], neg["usd_known"], neg["tokens_k"]) == (9.0, None, pytest.approx(2 * MINI), 3.6)
+    assert hyde["usd"] is None and hyde["usd_known"] == pytest.approx(4 * MINI) and hyde["tokens_k"] == 7.2
+    sliced = A.paper_rows([rec("deo", "nevir[:25]", JAN, phases(index=1.0, search=1.0, queries=25))], settings)
+    assert sliced[0]["settings"]["nevir"]["missing"] == "only a query slice run (nevir[:25])"
 
 
 def test_calls_without_usage_make_token_and_dollar_sums_unknown() -> None:
@@ -160,30 +167,30 @@ def test_calls_without_usage_make_token_and_dollar_sums_unknown() -> None:
     assert (nev["prompt_tokens"], nev["tokens_k"], nev["tokens_k_known"]) == (None, None, 4.6)
     assert nev["usd"] is None and nev["usd_known"] == pytest.approx(2 * MINI) and nev["usd_unknown_calls"] == 2
     assert nev["unpriced_models"] == ""  # the price is known; the tokens are not
-    assert A.usd_text(nev) == "≥ $0.0005" and A.partial_text(nev, "billed_prompt_tokens") == "≥ 3,000"
+    assert T.usd_text(nev) == "≥ $0.0005" and T.partial_text(nev, "billed_prompt_tokens") == "≥ 3,000"
     assert a.total["tokens_k"] is None and a.total["usage_unknown_calls"] == 3
     model = by_key(A.group(recs, "model").rows, "model")[("gpt-4o-mini",)]
     assert (model["billed_prompt_tokens"], model["usd"]) == (None, None)
-    paper = {(r["setting"], r["method"]): r for r in A.paper_rows(a)}[("nevir", "hyde")]
-    assert (paper["tokens_k"], paper["tokens_k_known"], paper["usd"]) == (None, 4.6, None)
+    paper = {r["method"]: r for r in A.paper_rows(recs, ["nevir"])}["hyde"]["settings"]["nevir"]
+    assert (paper["tokens_k"], paper["tokens_k_known"], paper["usd"]) == (None, 2.3, None)  # mean of its 2 results
 
     out = io.StringIO()
-    Console(file=out, width=250).print(A.audit_table(a, "t"))
+    Console(file=out, width=250).print(T.audit_table(a, "t"))
     cells = table_rows(out.getvalue())["hyde nevir"]
-    assert cells[9:] == ["≥ 3,000", "≥ 400", "≥ 1,200", "≥ $0.0005"]
-    row = next(r for r in csv.DictReader(io.StringIO(A.to_csv(a.rows))) if r["benchmark"] == "nevir" and r["retriever"] == "hyde")
+    assert cells[10:] == ["≥ 3,000", "≥ 400", "≥ 1,200", "≥ $0.0005"]
+    row = next(r for r in csv.DictReader(io.StringIO(T.to_csv(a.rows))) if r["benchmark"] == "nevir" and r["retriever"] == "hyde")
     assert (row["billed_prompt_tokens"], row["billed_prompt_tokens_known"], row["usd"]) == ("", "3000", "")
-    assert json.loads(A.to_json(a.rows))[2]["billed_prompt_tokens"] is None
+    assert json.loads(T.to_json(a.rows))[2]["billed_prompt_tokens"] is None
 
     # projected: the tokens and $ of what reported no usage stay unknown
     p = A.project(recs, ["negconstraint"], INFOS, {"gpt-4o-mini": Price(0.15, 0.60)})
     h = by_key(p.rows, "retriever", "benchmark")[("hyde", "negconstraint")]
     assert (h["prompt_tokens"], h["tokens_k"], h["usd"]) == (None, None, None)
     assert h["tokens_k_known"] > 0 and h["usd_known"] > 0 and h["usage_unknown_calls"] > 0
-    assert A.partial_text(h, "tokens_k", 1).startswith("≥ ")
+    assert T.partial_text(h, "tokens_k", 1).startswith("≥ ")
     rate = {r["retriever"]: r for r in p.rates}["hyde"]
     assert rate["tokens_per_query"] is None and rate["calls_without_usage"] == 3
-    assert any("3 recorded LLM calls reported no token counts" in n for n in A.projection_notes(p))
+    assert any("3 recorded LLM calls reported no token counts" in n for n in T.projection_notes(p))
 
 
 def test_unfinished_runs_come_from_the_journal_and_are_counted_once(tmp_path: Path) -> None:
@@ -304,13 +311,13 @@ def test_projection_arithmetic() -> None:
     assert deo["online_s"] == 30.0 and deo["offline_s"] is None and deo["total_s"] is None
     assert deo["offline_basis"] == "unmeasured (no offline phase measured)"
     assert deo["usd"] is None and deo["usd_known"] == 0.0 and deo["usd_unknown_calls"] == 300
-    assert A.usd_text(deo) == "unknown"
+    assert T.usd_text(deo) == "unknown"
     dtot = {t["retriever"]: t for t in p.totals}["deo"]
     assert (dtot["offline_s"], dtot["total_s"], dtot["usd"]) == (None, None, None)
 
     assert {("excluir", "benchmark")} == {(x.get("benchmark"), "benchmark") for x in p.not_projected if "benchmark" in x}
     assert [x["retriever"] for x in p.not_projected if "retriever" in x] == ["broken"]
-    notes = A.projection_notes(p)
+    notes = T.projection_notes(p)
     assert ("hyde: per-query rates from 10 queries (nevir: 10); offline seconds measured on nevir (1 result); "
             "per-document offline rate from 100 indexed documents") in notes
     assert rates["bm25"]["measured_on"] == {"nevir[:5]": 5} and rates["bm25"]["offline_measured_on"] == {"nevir": 1}
@@ -330,7 +337,7 @@ def test_projection_unknown_corpus_size_and_offline_llm() -> None:
     assert (h["queries"], h["documents"], h["online_s"], h["offline_s"], h["total_s"]) == (40, None, 8.0, None, None)
     assert h["offline_basis"] == "unmeasured (corpus size unknown)" and h["usd"] == pytest.approx(0.04)
     e = rows[("expand", "toollens")]  # offline LLM calls whose amount cannot be scaled: $ unknown
-    assert e["usd"] is None and e["usd_known"] == 0.0 and A.usd_text(e) == "unknown"
+    assert e["usd"] is None and e["usd_known"] == 0.0 and T.usd_text(e) == "unknown"
     p2 = A.project([off_llm], ["negconstraint"], INFOS, PRICES)
     e2 = p2.rows[0]  # per document: 1 call per 100 docs → 20 calls on 2000 docs, $0.02
     assert (e2["offline_s"], e2["llm_calls"], e2["usd"]) == (200.0, 20.0, pytest.approx(0.02))
@@ -373,10 +380,10 @@ def test_cli_formats_agree(usage_home: Path) -> None:
     assert res.exit_code == 0
     t = table_rows(res.stdout)
     neg = t["hyde negconstraint"]
-    assert neg[2:] == ["1", "5.00", "4.00", "5.00", "3", "1", "2", "2,500", "500", "600", "≥ $0.0005"]
-    assert t["hyde all benchmarks"][-1] == "≥ $0.0011" and t["hyde all benchmarks"][6:9] == ["6", "2", "4"]
+    assert neg[2:] == ["1", "5.00", "4.00", "9.00", "5.00", "3", "1", "2", "2,500", "500", "600", "≥ $0.0005"]
+    assert t["hyde all benchmarks"][-1] == "≥ $0.0011" and t["hyde all benchmarks"][7:10] == ["6", "2", "4"]
     assert t["total"][2:5] == ["4", "11.50", "7.00"] and t["total"][-1] == "≥ $0.0011"
-    assert t["bm25 nevir"][-1] == "$0.0000"
+    assert t["bm25 nevir"][-1] == "$0"
     assert "no price was known for model(s) mystery-llm" in res.stderr
 
 
@@ -395,9 +402,14 @@ def test_cli_by_filters_since_and_paper(usage_home: Path) -> None:
     res = invoke("audit", "--since", "2026-02-01T12:00:00+00:00")
     assert "since 2026-02-01T12:00:00+00:00" in res.stdout
     paper = json.loads(invoke("audit", "--view", "paper", "-f", "json").stdout)
-    assert paper == A.paper_rows(A.group(usage_records(), "pair"))
+    six = ["nevir", "excluir", "negconstraint", "diag/antonym", "diag/negation", "diag/exclusion"]
+    assert paper == json.loads(json.dumps(A.paper_rows(usage_records(), six)))
+    assert [r["method"] for r in paper] == ["bm25", "hyde"] and list(paper[1]["settings"]) == six
     t = table_rows(invoke("audit", "--view", "paper").stdout)
-    assert t["negconstraint hyde"][2:] == ["9.00", "≥ $0.0005", "3.60"]
+    assert t["hyde 6.00 s · $0.0005 · 3.6K"][3] == "9.00 s · ≥ $0.0005 · 3.6K" and t["hyde 6.00 s · $0.0005 · 3.6K"][2] == "not run"
+    flat = list(csv.DictReader(io.StringIO(invoke("audit", "--view", "paper", "-f", "csv").stdout)))
+    assert [(r["method"], r["setting"], r["time_s"]) for r in flat if r["method"] == "hyde" and r["time_s"]] == [
+        ("hyde", "nevir", "6.0"), ("hyde", "negconstraint", "9.0")]
     for bad, msg in ((["--by", "seed"], "--by must be"), (["--format", "xml"], "--format"),
                      (["--since", "soon"], "ISO date"), (["--view", "paper", "--by", "model"], "--view paper"),
                      (["--project", "constraint", "--by", "model"], "--project does not combine"),

@@ -307,7 +307,7 @@ def test_efficiency(page):
     assert dense["queries/s"] == f"{np.mean([8 / 1.0, 8 / 3.0]):.1f}"
     assert dense["seeds"] == "2"
     hyde = by[("hyde", "nevir")]
-    assert hyde["$"] == "unknown"  # a billed call without a price
+    assert hyde["$"] == "≥ $0.0010"  # a billed call without a price: the known part, as the audit prints it
     assert hyde["LLM calls"] == "3" and hyde["cache hits"] == "1"
     assert hyde["prompt tokens"] == "300" and hyde["completion tokens"] == "60"
     assert hyde["queries/s"] == "2.0" and hyde["offline s"] == "–"
@@ -359,8 +359,8 @@ def test_slugs_are_safe_and_unique(tmp_path):
     assert len(files) == len(set(files)) == 4
     assert all(re.fullmatch(r"[a-z0-9-]+\.html", f) for f in files)
     hrefs = [a.attrs["href"] for a in root.iter("a")]
-    assert all(re.fullmatch(r"(#|bench/|retriever/)?[a-z0-9-]+(\.html)?", h) for h in hrefs), hrefs
-    assert all((tmp_path / "o" / h).is_file() for h in hrefs if h.endswith(".html"))
+    assert all(re.fullmatch(r"(#|bench/|retriever/|data/)?[a-z0-9-]+(\.html|\.csv|\.json)?", h) for h in hrefs), hrefs
+    assert all((tmp_path / "o" / h).is_file() for h in hrefs if h.endswith((".html", ".csv", ".json")))
     assert "<img" not in html and "&#34;&gt;&lt;img src=x&gt;" in html
     assert text.slugify("A/B c", set()) == "a-b-c"
 

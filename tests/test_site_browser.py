@@ -15,6 +15,9 @@ and listed in the test run's summary, so a CI log points at them.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 from pathlib import Path
 
@@ -61,6 +64,23 @@ def _shoot(page, name: str, log: list[Path]) -> Path:
     assert path.stat().st_size > 10_000  # a rendered page, not a blank canvas
     log.append(path)
     return path
+
+
+def _fetched(page, link) -> str:
+    """What clicking a download link gets: the downloaded file's text, or — where the browser opens
+    the file instead (a ``download`` attribute does not apply to ``file:`` pages in Chromium) — the
+    text it shows; then back to the page."""
+    from playwright.sync_api import TimeoutError as NoDownload
+
+    try:
+        with page.expect_download(timeout=3000) as got:
+            link.click()
+        return Path(got.value.path()).read_text(encoding="utf-8")
+    except NoDownload:  # opened, not downloaded
+        page.wait_for_load_state()
+        text = page.evaluate("document.body.innerText")
+        page.go_back()
+        return text
 
 
 def _clean(page) -> None:
@@ -213,5 +233,49 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     # dense loaded its encoder once, in its first result: that time is in "model load s", not "offline s"
     cpu = page.eval_on_selector_all(f"table#efficiency-results td.online_cpu", "cs => cs.map(c => c.dataset.value)")
     assert all(v != "" for v in cpu)
+    # cold offline seconds: dense needs an encoder, so none of its rows costs nothing offline, even those
+    # whose model was already loaded by an earlier result of the same run (charged what loading it cost)
+    rows = page.eval_on_selector_all("table#efficiency-results tbody tr", "rs => rs.map(r => [r.cells[0].textContent.trim(), "
+                                     "r.querySelector('td.offline').dataset.value, r.querySelector('td.command').textContent])")
+    dense = [float(v) for label, v, _ in rows if label == "dense"]
+    assert len(dense) == len(BENCHMARKS) and min(dense) > 0.1, dense
+    assert all(cmd.startswith(f"beyondsim run {label.split()[0]} ") for label, _, cmd in rows)
+    # every table's CSV and JSON download and parse, with the rows and figures of the table
+    for table in ("efficiency-results", "efficiency-totals"):
+        shown = {r[0]: r for r in page.eval_on_selector_all(
+            f"table#{table} tbody tr", "rs => rs.map(r => [r.cells[0].textContent.trim() + ' ' + r.cells[1].textContent.trim(), "
+            "r.querySelector('td.offline').dataset.value])")}
+        section = page.locator(f"section:has(table#{table})")
+        rows_csv = list(csv.DictReader(io.StringIO(_fetched(page, section.locator("a.download[data-format='csv']")))))
+        data = json.loads(_fetched(page, section.locator("a.download[data-format='json']")))
+        assert len(rows_csv) == len(data["rows"]) == len(shown)
+        for c, j in zip(rows_csv, data["rows"]):
+            assert float(c["offline_s"]) == pytest.approx(j["offline_s"])
+        if table == "efficiency-results":
+            for j in data["rows"]:
+                key = f"{j['retriever']} {j['benchmark']}"
+                assert float(shown[key][1]) == pytest.approx(j["offline_s"])
+    # the quality-against-cost scatter: each point links to the row of its configuration
+    points = page.eval_on_selector_all("figure.tradeoff.cost a.point", "as => as.map(a => [a.getAttribute('href'), "
+                                       "a.querySelector('circle').dataset.label])")
+    assert points
+    for href, label in points:
+        assert page.eval_on_selector(f"tr{href}", "r => r.cells[0].textContent.trim()") == label
+    page.locator("figure.tradeoff.cost a.point").first.click()
+    assert page.url.endswith(points[0][0])
     _shoot(page, "cost.png", screenshot_log)
+    _clean(page)
+
+    # ---- the overview's downloads and its cost scatter
+    page.goto((site / "index.html").as_uri())
+    table = page.locator("table.sortable[id^='overview-']").first
+    tid = table.get_attribute("id")
+    data = json.loads(_fetched(page, page.locator(f"a.download[data-format='json'][href='data/{tid}.json']")))
+    labels = page.eval_on_selector_all(f"table#{tid} tbody tr", "rs => rs.map(r => r.querySelector('td.label').dataset.value ?? r.querySelector('td.label').textContent.trim())")
+    assert sorted(r["label"] for r in data["rows"]) == sorted(labels) and data["headline_benchmarks"]
+    got = _fetched(page, page.locator(f"a.download[data-format='csv'][href='data/{tid}.csv']"))
+    assert [r["label"] for r in csv.DictReader(io.StringIO(got))] == [r["label"] for r in data["rows"]]
+    for href, label in page.eval_on_selector_all(f"figure#{tid}-cost a.point", "as => as.map(a => [a.getAttribute('href'), "
+                                                 "a.querySelector('circle').dataset.label])"):
+        assert page.locator(f"tr{href}").count() == 1, (href, label)
     _clean(page)

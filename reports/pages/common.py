@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -89,6 +89,22 @@ class Site:
             "n_results": len(self.board.records),
             "harness_versions": self.board.harness_versions,
         }
+
+    def data_files(self, stem: str, rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None,
+                   **meta: Any) -> dict[str, str]:
+        """Write a table's figures as ``data/<stem>.csv`` and ``data/<stem>.json`` (``{"rows": …}``
+        with ``meta``; CSV cells that a spreadsheet would read as a formula neutralised) and return
+        their paths from the site root, for the links next to the table."""
+        from harness.audit_tables import to_csv
+
+        names = list(fields or (rows[0].keys() if rows else []))
+        clean = [{k: r.get(k) for k in names} for r in rows]
+        rel = {"csv": f"data/{stem}.csv", "json": f"data/{stem}.json"}
+        write(self.out_dir / rel["csv"], to_csv(clean, names or ["empty"]))
+        write(self.out_dir / rel["json"], json.dumps({"table": stem, **meta, "columns": names, "rows": clean},
+                                                     indent=1, default=str, ensure_ascii=True) + "\n")
+        self.written.update(rel.values())
+        return rel
 
     def page(self, template: str, rel: str, **ctx: Any) -> None:
         """Render ``template`` to ``rel`` (a path from the site root; links inside it are relative)."""

@@ -14,14 +14,31 @@ from ..scatter import Point, scatter_svg
 from ..sweeps import sweep_grids
 from ..compare import measure_higher_is_better
 from ..text import fmt_num, measure_decimals, slugify
+from harness.cost import Costs
 from harness.trust import DESCRIPTIONS, LEVELS
 
 from .common import Site, header, initial_aria, legend, rank_text, rank_title, raw
+from .efficiency import cost_svg
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."
 
 
-def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, Any]:
+def data_rows(suite: SuiteComparison, names: dict[str, str]) -> list[dict[str, Any]]:
+    """The suite table's figures for its CSV/JSON: per row its rank interval, where it is listed
+    (ranked, apart, chance), the headline means over the headline benchmarks (the same set for every
+    ranked row; ``headline_benchmarks`` in the JSON) and the first measure per benchmark."""
+    out = []
+    for kind, rows in (("ranked", suite.ranked), ("apart", suite.apart), ("chance", suite.chance)):
+        for r in rows:
+            out.append({"label": r.label, "listed": kind, "rank_low": r.rank[0] if r.rank else None,
+                        "rank_high": r.rank[1] if r.rank else None, "why_not_ranked": "" if r.ranked else r.why_apart,
+                        "trust": r.trust, "encoder": r.encoder, "llm": r.llm,
+                        **{m: r.means.get(m) for m in suite.measures},
+                        **{f"{suite.first} {names[b]}": r.per_benchmark.get(b) for b in names}})
+    return out
+
+
+def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs) -> dict[str, Any]:
     first = suite.first
     core = set(suite.headline_benchmarks)
     n_core = len(core)
@@ -73,6 +90,9 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str]) -> dict[str, 
         "relevance": suite.relevance or "",
         "tied": any(r.rank and r.rank[0] != r.rank[1] for r in suite.ranked),
         "tradeoff": {"svg": tradeoff_plot(site, suite, table_id)},
+        "cost": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}")},
+        "data": site.data_files(table_id, data_rows(suite, names), headline_benchmarks=[
+            names[b] for b in suite.headline_benchmarks]),
         "legend": legend(suite.measures),
         "trusts": sorted({r.trust for r in suite.rows}, key=LEVELS.index),
     }
@@ -111,6 +131,7 @@ def render(site: Site) -> None:
         newest = max(records, key=lambda r: (r.created_at, r.id or 0))
         retrievers.append({"label": label, "slug": site.retriever_slugs[label], "retriever": newest.retriever,
                            "benchmarks": len(rows), "results": len(records)})
-    site.page("index.html", "index.html", suites=[suite_view(site, s, used) for s in board.suites],
+    costs = Costs(board.records)
+    site.page("index.html", "index.html", suites=[suite_view(site, s, used, costs) for s in board.suites],
               trust_descriptions=DESCRIPTIONS,
               benchmarks=benchmarks, sweep_benchmarks=sweep_benchmarks, retrievers=retrievers)
