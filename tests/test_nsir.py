@@ -19,6 +19,7 @@ pytest.importorskip("openai")
 from fake_llm import FakeLLMServer  # noqa: E402
 
 from harness import audit as A  # noqa: E402
+from harness import audit_tables as T  # noqa: E402
 from harness.ledger import Ledger  # noqa: E402
 from harness.llm import LLMClient, LLMSettings  # noqa: E402
 from harness.store import BenchmarkInfo, Store  # noqa: E402
@@ -403,6 +404,6 @@ def test_projection_caps_per_document_calls_at_the_corpus_size():
     assert big["online_s"] == pytest.approx(50 + 100 + 100)
     wide = rows["wide"]  # 500 document calls fit in 1000 documents: the plain per-query rate
     assert not wide["per_document_capped"] and wide["llm_calls"] == 600 and wide["online_s"] == pytest.approx(400)
-    notes = A.projection_notes(p)
+    notes = T.projection_notes(p)
     assert any(n.startswith("nsir: LLM calls made once per document capped at the corpus size on big") for n in notes)
-    assert A.projection_csv(p).splitlines()[1].split(",")[11] == "True"
+    assert T.projection_csv(p).splitlines()[1].split(",")[11] == "True"
