@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .compare import (BASELINE, REFERENCE, Aggregate, BenchmarkComparison, ConfigGroup, Leaderboard,
-                      SuiteComparison, measure_higher_is_better)
-from .text import fmt_num, measure_decimals, round_half_up, slugify
+                      SuiteComparison, SuiteRow, measure_higher_is_better)
+from .text import fmt_num, measure_decimals, rank_text, round_half_up, slugify
 
 FORMATS = {"json": "json", "md": "md", "latex": "tex"}  # format → file extension
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
@@ -96,13 +96,18 @@ def benchmark_data(b: BenchmarkComparison, *, alpha: float, n_resamples: int) ->
     }
 
 
+def _unranked(r: SuiteRow) -> str:
+    return "" if r.ranked else " (chance level)" if r.chance else " (not ranked)"
+
+
 def suite_data(s: SuiteComparison) -> dict[str, Any]:
     names = {b.name: b.display or b.name for b in s.benchmarks}
     return {
         "suite": s.name, "description": s.description, "headline": s.measures,
         "benchmarks": [b.display or b.name for b in s.benchmarks],
         "headline_benchmarks": [names[b] for b in s.headline_benchmarks],
-        "rows": [{"label": r.label, "coverage": r.coverage, "ranked": r.complete,
+        "rows": [{"label": r.label, "coverage": r.coverage, "ranked": r.ranked,
+                  "rank": list(r.rank) if r.rank else None, "chance": r.chance, "why_not_ranked": r.why_apart,
                   "missing": [names[b] for b in r.missing],
                   "measures": {m: {"mean": r.means[m], "benchmarks": r.counts[m]} for m in s.measures},
                   "per_benchmark": {names[b]: v for b, v in r.per_benchmark.items()}} for r in s.rows],
@@ -211,19 +216,21 @@ def markdown_suite(s: SuiteComparison) -> str:
     lines = [f"## {md_escape(s.name)}", ""]
     if s.description:
         lines += [md_escape(s.description), ""]
-    head = (["retriever"] + [f"{md_escape(m)} {_arrow(m)}" for m in s.measures] + ["benchmarks"]
+    head = (["retriever", "rank"] + [f"{md_escape(m)} {_arrow(m)}" for m in s.measures] + ["benchmarks"]
             + [md_escape(b.display or b.name) for b in s.benchmarks])
     lines += [_md_row(head), "|" + "---|" + "--:|" * (len(head) - 1)]
     first = s.first or ""
     n_core = len(s.headline_benchmarks)
     for r in s.rows:
-        label = md_escape(r.label) + ("" if r.complete else " (not ranked)")
-        lines.append(_md_row([label] + [fmt_num(r.means[m], measure_decimals(m)) for m in s.measures]
+        label = md_escape(r.label) + _unranked(r)
+        lines.append(_md_row([label, rank_text(r.rank)] + [fmt_num(r.means[m], measure_decimals(m)) for m in s.measures]
                              + [f"{n_core - len(r.missing)}/{n_core}"]
                              + [fmt_num(r.per_benchmark[b.name], measure_decimals(first)) for b in s.benchmarks]))
     note = ("Headline columns: the mean over the same headline benchmarks for every ranked row ("
             + ", ".join(md_escape(b.display or b.name) for b in s.benchmarks if b.name in s.headline_benchmarks)
-            + "); a row not run on all of them is not ranked and has none.")
+            + "); a row not run on all of them is not ranked and has none. Rank: an interval where paired tests "
+            "(Holm-adjusted) cannot separate a row from its neighbours; the chance level and rows below it on "
+            "relevance are not ranked.")
     if s.first:
         note += f" Benchmark columns: {md_escape(s.first)}."
     lines += ["", note, ""]
@@ -283,11 +290,11 @@ def latex_benchmark(b: BenchmarkComparison, *, alpha: float, n_resamples: int) -
 
 
 def latex_suite(s: SuiteComparison, slug: str) -> str:
-    head = (["Retriever"] + [_tex_measure(m) for m in s.measures] + ["Benchmarks"]
+    head = (["Retriever", "Rank"] + [_tex_measure(m) for m in s.measures] + ["Benchmarks"]
             + [tex_escape(b.display or b.name) for b in s.benchmarks])
     first = s.first or ""
     n_core = len(s.headline_benchmarks)
-    rows = [[tex_escape(r.label) + ("" if r.complete else " (not ranked)")]
+    rows = [[tex_escape(r.label + _unranked(r)), rank_text(r.rank).replace("–", "--")]
             + [_tex_num(fmt_num(r.means[m], measure_decimals(m))) for m in s.measures]
             + [f"{n_core - len(r.missing)}/{n_core}"]
             + [_tex_num(fmt_num(r.per_benchmark[b.name], measure_decimals(first))) for b in s.benchmarks]

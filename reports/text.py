@@ -85,3 +85,12 @@ def slugify(text: str, used: set[str] | None = None, prefix: str = "") -> str:
     if used is not None:
         used.add(slug)
     return slug
+
+
+def rank_text(rank: tuple[int, int] | None) -> str:
+    """A rank interval as the rank column prints it: ``3`` when the tests separate the row from
+    every other, ``2–5`` when they do not; "–" for an unranked row."""
+    if rank is None:
+        return "–"
+    lo, hi = rank
+    return str(lo) if lo == hi else f"{lo}–{hi}"

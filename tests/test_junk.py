@@ -8,6 +8,7 @@ relevance (Sat@10, nDCG@10, Comp@5)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,12 @@ def test_junk_submissions_never_rank_above_bm25_or_dense(home: Path, shared_data
     (chance_tr,) = list(bodies[1].iter("tr"))
     tds = list(chance_tr.iter("td"))
     assert tds[0].text().strip().startswith("random") and tds[1].text().strip() == "chance"
+    # the tables for a paper say the same: the chance level and the junk are not ranked
+    tables = json.loads(invoke("leaderboard", "--format", "json", "--out", "-").stdout)
+    rows = {r["label"]: r for r in next(s for s in tables["suites"] if s["suite"] == "constraint")["rows"]}
+    assert rows["random"]["chance"] and not rows["random"]["ranked"] and rows["random"]["rank"] is None
+    assert all(rows[j]["why_not_ranked"].startswith("below chance") for j in junk if j != "random")
+    assert all(rows[x]["ranked"] and rows[x]["rank"][0] >= 1 for x in real)
     _, apart = table_rows(root.by_id("overview-constraint-apart"))
     assert {r[0].text().strip() for r in apart} == set(junk) - {"random"}
     assert all("below chance on relevance" in r[-3].text() for r in apart)

@@ -18,10 +18,10 @@ from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, SLICE_RE, BenchmarkCom
                        is_local, measure_higher_is_better, measure_sort_key)
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
-from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, round_half_up, slugify
+from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify
 from harness.trust import DESCRIPTIONS, LEVELS, REPORTED
 
-from .common import Site, fmt_count, header, initial_aria, json_value, legend, rank_text, rank_title, raw
+from .common import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
 
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
 

@@ -191,15 +191,6 @@ def legend(measures: Sequence[str]) -> list[dict[str, str]]:
     return out
 
 
-def rank_text(rank: tuple[int, int] | None) -> str:
-    """A rank interval as the rank column prints it: ``3`` when the tests separate the row from
-    every other, ``2–5`` when they do not; "–" for an unranked row."""
-    if rank is None:
-        return "–"
-    lo, hi = rank
-    return str(lo) if lo == hi else f"{lo}–{hi}"
-
-
 def rank_title(rank: tuple[int, int] | None, measure: str | None) -> str:
     if rank is None:
         return "not ranked"
