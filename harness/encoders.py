@@ -733,6 +733,12 @@ class EncoderPool:
                     self.cache.record_cost(self.fingerprint(name), "model-load", {**cost, "model": name})
             return self._models[key]
 
+    def used_models(self) -> dict[str, Any]:
+        """The encoders the current result used, by name: the loaded model, or None when all its
+        embeddings came from the cache (harness/model_facts.py reads their facts)."""
+        loaded = {key[0]: m for key, m in self._models.items()}
+        return {n: loaded.get(n) for n in sorted(self._used | self._loaded_here)}
+
     def _charge_model(self, name: str) -> None:
         """The first use of ``name`` in a result that did not load it: charge what loading it cost."""
         if self.ledger is None or name in self._used:
