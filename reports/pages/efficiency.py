@@ -13,11 +13,10 @@ from harness.cost import Costs, Money
 from harness.ledger import call_totals, phase_totals
 from harness.registry import RegistryError, suites
 
-from harness.provenance import run_command
-
-from ..compare import ConfigGroup, is_local, local_display, measure_higher_is_better
+from ..compare import ConfigGroup, measure_higher_is_better
 from ..scatter import Point, scatter_svg
 from ..text import DASH, finite
+from . import rowfacts
 from .common import Site, fmt_count, mean, raw
 
 
@@ -106,7 +105,7 @@ def cells(n: Mapping[str, Any]) -> dict[str, Any]:
 DATA_FIELDS = ["retriever", "benchmark", "seeds", "offline_s", "online_s", "total_s", "run_s", "model_s", "cached",
                "cold_basis", "offline_cpu_s", "online_cpu_s", "queries_per_s", "llm_calls", "cache_hits",
                "prompt_tokens", "completion_tokens", "usd", "usd_known", "usd_unknown_calls", "cold_usd",
-               "cold_usd_known", "command"]
+               "cold_usd_known", "command", "trained_on", "training_overlap", "model_facts"]
 
 
 def data_row(label: str, benchmark: str, seeds: int, n: Mapping[str, Any], command: str = "") -> dict[str, Any]:
@@ -219,15 +218,13 @@ def view(site: Site) -> dict[str, Any]:
     for b in site.board.benchmarks:
         for g in b.groups:
             n = numbers(g, costs)
-            rec = g.newest
-            # a folder benchmark by its own folder name, never the path it was run from (which may name
-            # a temporary directory or a user's home)
-            where = f"./{local_display(rec.benchmark)}" if is_local(rec.benchmark) else rec.benchmark
-            command = run_command(rec.spec, where, max(g.seeds), rec.k)
+            command = rowfacts.command([g])  # a folder benchmark by its folder name, never its path
+            facts = rowfacts.data_fields([g])
             rows.append({"label": g.display, "slug": site.retriever_slugs[g.display],
                          "benchmark": b.section.display or b.name, "command": command,
                          "bench_slug": b.slug, "seeds": str(len(g.records)), **cells(n)})
-            data.append(data_row(g.display, b.section.display or b.name, len(g.records), n, command))
+            data.append({**data_row(g.display, b.section.display or b.name, len(g.records), n, command),
+                         **{k: facts[k] for k in ("trained_on", "training_overlap", "model_facts")}})
             per_label.setdefault(g.display, []).append(n)
     total_rows, total_data = [], []
     for label, ns in sorted(per_label.items()):
