@@ -21,6 +21,10 @@ from reports import render_site
 from tests.test_site import ANT, GENERATED, NQ, SUITES, _mv, build_store, negc, read, record, table_rows
 
 TRAINED = "nnn-tr"
+HYDE_CALLS = [{"model": "gpt-4o-mini", "prompt_tokens": 100, "completion_tokens": 10, "latency_s": 0.1,
+               "cached": False, "usd": 0.003, "phase": "search", "purpose": "x"},
+              {"model": "gpt-4o-mini", "prompt_tokens": 100, "completion_tokens": 10, "latency_s": 0.1,
+               "cached": True, "usd": 0.003, "phase": "search", "purpose": "x"}]
 
 
 def parse_bibtex(text: str) -> tuple[str, str, dict[str, str]]:
@@ -49,6 +53,15 @@ def board(tmp_path_factory):
                       params={"model": "all-MiniLM-L6-v2"}))
     store.save(record("nnn-tr", TRAINED, "diag/antonym", "antv1", 0, ANT["dense"], extra=trained,
                       params={"model": "all-MiniLM-L6-v2"}))
+    for bench, version, pq in (("negconstraint", "negv1", negc("dense0")), ("diag/antonym", "antv1", ANT["bm25"])):
+        store.save(record("hyde", "hyde", bench, version, 0, pq, llm_calls=HYDE_CALLS,
+                          phases={"index": {"wall_s": 1.0, "cpu_s": 1.0, "items": 10},
+                                  "search": {"wall_s": 2.0, "cpu_s": 1.0, "items": 4},
+                                  "evaluate": {"wall_s": 0.0, "cpu_s": 0.0, "items": 4}},
+                          extra={"llm": {"model": "gpt-4o-mini"},
+                                 "reused": {"search": {"wall_s": 0.1, "cpu_s": 0.0, "entries": 1, "unknown": 0,
+                                                       "cpu_unknown": 0, "usd": 0.003, "usd_unknown": 0,
+                                                       "kinds": {"llm": 1}}}}))
     mp = pytest.MonkeyPatch()
     mp.setattr(registry, "suites", lambda: SUITES)
     try:
@@ -208,3 +221,23 @@ def test_model_facts_of_minilm_are_read_from_the_model(tmp_path):
     fresh.encode("all-MiniLM-L6-v2", ["a query", "a document"])
     assert fresh.used_models() == {"all-MiniLM-L6-v2": None}
     assert pool_facts(fresh) == facts
+
+
+def test_dollar_scatter_beside_the_seconds_one(board):
+    """Where an LLM is used: the headline measure against cold $ per 1,000 queries, the LLM rows only."""
+    out, store = board
+    _, root = read(out, "index.html")
+    fig = root.by_id("overview-constraint-usd")
+    points = {c.attrs["data-label"]: c for c in fig.iter("circle") if "data-label" in c.attrs}
+    assert set(points) == {"hyde"}  # coder-seq calls one too, but ran one headline benchmark only
+    from harness.cost import Costs
+
+    recs = [r for r in store.results() if r.label == "hyde"]
+    costs = Costs(store.results())
+    # each benchmark's cold dollars (new spend + the reused reply) per 1,000 queries searched, averaged
+    want = np.mean([costs.of(r).cold_usd.value / (costs.of(r).online_items or r.n_queries) * 1000 for r in recs])
+    assert costs.of(recs[0]).cold_usd.value == pytest.approx(0.006)
+    assert float(points["hyde"].attrs["data-x"]) == pytest.approx(want, rel=1e-3)
+    assert root.by_id("overview-constraint-cost") is not None  # the seconds one stays
+    _, eff = read(out, "efficiency.html")
+    assert eff.by_id("efficiency-usd-tradeoff-1") is not None

@@ -171,15 +171,24 @@ def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return paper_csv_rows(rows)
 
 
-def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -> str:
+def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str], dollars: bool = False) -> str:
     """The suite's first headline measure (mean over its headline benchmarks, as on the overview)
     against cold seconds per 1,000 queries (mean over the same benchmarks of each one's cold offline
-    + online seconds ÷ its queries × 1,000), Pareto frontier drawn, log-scaled when the seconds span
-    two decades or more; ``href(label)``: where a point links. Empty when no row has both."""
+    + online seconds ÷ its queries × 1,000) — with ``dollars``, against cold dollars per 1,000
+    queries, of the rows whose results called an LLM (a row with an unknown price has no point) —
+    Pareto frontier drawn, log-scaled when the x values span two decades or more; ``href(label)``:
+    where a point links. Empty when no row has both."""
     first = suite.first
     if first is None:
         return ""
     per_bench = {b.name: {g.display: g for g in b.groups} for b in site.board.benchmarks}
+
+    def amount(rec: Any) -> float | None:
+        c = costs.of(rec)
+        if not dollars:
+            return c.total_s
+        return c.cold_usd.value if rec.llm_calls and not c.cold_usd.unknown else None
+
     points = []
     for row in suite.rows:
         rates = []
@@ -187,7 +196,7 @@ def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -
             g = per_bench.get(bname, {}).get(row.label)
             if g is None:
                 continue
-            ts = [(c.total_s, c.online_items or r.n_queries) for c, r in ((costs.of(r), r) for r in g.records)]
+            ts = [(amount(r), costs.of(r).online_items or r.n_queries) for r in g.records]
             ts = [(t, q) for t, q in ts if t is not None and q]
             if ts:
                 rates.append(sum(t / q for t, q in ts) / len(ts) * 1000)
@@ -196,8 +205,9 @@ def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -
                             "chance" if row.chance else "ranked" if row.ranked else "apart"))
     if not any(p.x is not None and p.y is not None for p in points):
         return ""
-    return scatter_svg(points, title=f"{suite.name}: {first} against cold seconds per 1,000 queries",
-                       x_label="cold s / 1,000 queries", y_label=first, x_higher=False,
+    what = "cold $ / 1,000 queries" if dollars else "cold s / 1,000 queries"
+    return scatter_svg(points, title=f"{suite.name}: {first} against {what.replace('/', 'per')}",
+                       x_label=what, y_label=first, x_higher=False,
                        y_higher=measure_higher_is_better(first), x_log=None)
 
 
@@ -205,9 +215,10 @@ def cost_points(site: Site, costs: Costs) -> list[dict[str, Any]]:
     """:func:`cost_svg` of each suite with a headline; a point links to its row of the totals table."""
     out = []
     for suite in site.board.suites:
-        svg = cost_svg(site, suite, costs, lambda label: f"#efficiency-totals-row-{site.retriever_slugs[label]}")
+        link = lambda label: f"#efficiency-totals-row-{site.retriever_slugs[label]}"  # noqa: E731
+        svg = cost_svg(site, suite, costs, link)
         if svg:
-            out.append({"suite": suite.name, "svg": svg})
+            out.append({"suite": suite.name, "svg": svg, "usd": {"svg": cost_svg(site, suite, costs, link, dollars=True)}})
     return out
 
 

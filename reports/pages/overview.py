@@ -106,6 +106,8 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs)
         "tied": any(r.rank and r.rank[0] != r.rank[1] for r in suite.ranked),
         "tradeoff": {"svg": tradeoff_plot(site, suite, table_id)},
         "cost": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}")},
+        "cost_usd": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}",
+                                     dollars=True)},
         "data": site.data_files(table_id, data_rows(site, suite, names), headline_benchmarks=[
             names[b] for b in suite.headline_benchmarks]),
         "legend": legend(suite.measures),
