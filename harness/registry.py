@@ -144,6 +144,17 @@ def retriever_info(cls: type) -> RetrieverInfo:
                          uses_llm=getattr(cls, "uses_llm", False))
 
 
+def registered_info(name: str) -> RetrieverInfo | None:
+    """The metadata of a retriever registered under ``name`` (in-process or by entry point); None for
+    any other name. Never imports a ``module:Class`` a stored result names: results are data."""
+    if name not in retriever_names():
+        return None
+    try:
+        return retriever_info(get_retriever_class(name))
+    except (RegistryError, ImportError, ValueError):
+        return None
+
+
 def register_benchmark(name: str) -> Callable[[type], type]:
     def deco(cls: type) -> type:
         cls.benchmark_name = name

@@ -35,7 +35,7 @@ from .exchange import base_name, names_folder
 from .ledger import call_totals
 from .model_facts import FACTS_KEY
 from .provenance import run_command
-from .registry import RegistryError, get_retriever_class, retriever_info
+from .registry import registered_info
 
 METADATA_SUFFIX = ".ir-metadata.yml"
 
@@ -46,13 +46,6 @@ def where(benchmark: str) -> str:
         return benchmark
     last = re.split(r"[\\/]", base_name(benchmark).rstrip("/\\"))[-1]
     return f"./{last}{benchmark[len(base_name(benchmark)):]}"
-
-
-def _info(retriever: str) -> Any:
-    try:
-        return retriever_info(get_retriever_class(retriever))
-    except (RegistryError, ImportError, ValueError):
-        return None
 
 
 def _training(extra: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -68,7 +61,7 @@ def metadata(rec: Any, costs: Costs, tag: str) -> dict[str, Any]:
     env = rec.environment if isinstance(rec.environment, Mapping) else {}
     prov = rec.provenance if isinstance(rec.provenance, Mapping) else {}
     extra = rec.extra if isinstance(rec.extra, Mapping) else {}
-    info = _info(rec.retriever)
+    info = registered_info(rec.retriever)
     libraries = [f"{k} {env[k]}" for k in ("python", "torch", "numpy", "faiss-cpu", "bm25s", "sentence-transformers",
                                            "transformers", "pytrec-eval-terrier") if env.get(k)]
     hardware: dict[str, Any] = {"cpu": {"architecture": str(env.get("machine", ""))}, "device": str(env.get("device", ""))}

@@ -13,23 +13,16 @@ from harness.citation import Citation
 from harness.leakage import family
 from harness.model_facts import FACTS_KEY, facts_text
 from harness.provenance import run_command
-from harness.registry import RegistryError, get_retriever_class, retriever_info
+from harness.registry import registered_info
 
 from ..compare import ConfigGroup, is_local, local_display
 from ..text import DASH
 
 
-def _info(retriever: str) -> Any:
-    try:
-        return retriever_info(get_retriever_class(retriever))
-    except (RegistryError, ImportError, ValueError):
-        return None
-
-
 def citation(retriever: str) -> Citation | None:
     """The registered citation of ``retriever``'s method; None for a method of no paper or a class
     this installation does not know."""
-    info = _info(retriever)
+    info = registered_info(retriever)
     return getattr(info, "citation", None)
 
 
@@ -75,7 +68,7 @@ def training(groups: Iterable[ConfigGroup]) -> dict[str, Any]:
     overlap: list[str] = []
     registered = ""
     for g in groups:
-        info = _info(g.retriever)
+        info = registered_info(g.retriever)
         registered = registered or str(getattr(info, "trains_on", "") or "")
         test = g.benchmark
         for r in g.records:
