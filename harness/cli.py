@@ -1049,7 +1049,8 @@ def breakdown(
 def export_cmd(
     path: str = typer.Argument("-", help="Output file (jsonl), directory (trec), or - for stdout (jsonl)."),
     fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl (every result, per-query measures "
-                            "included) or trec (one TREC run file per result, for trec_eval/ir_measures)."),
+                            "included) or trec (one TREC run file per result, for trec_eval/ir_measures, each with its "
+                            "run metadata in the ir_metadata format beside it: <run>.ir-metadata.yml)."),
     benchmark: BenchmarkFilterOpt = None,
     retriever: RetrieverFilterOpt = None,
     home: HomeOpt = None,
@@ -1058,6 +1059,7 @@ def export_cmd(
     Every JSON line is checked against the import schema first; a stored value an import would
     refuse stops the export before anything is written."""
     from .exchange import ExchangeError, export_jsonl
+    from .runfiles import export_trec
 
     if fmt not in ("jsonl", "trec"):
         fail("--format must be jsonl or trec")
@@ -1067,7 +1069,7 @@ def export_cmd(
     with open_store(home) as store:
         try:
             if fmt == "trec":
-                n = _export_trec(store, Path(path), benchmark, retriever)
+                n = export_trec(store, Path(path), benchmark, retriever)
             elif path == "-":
                 n = export_jsonl(store, sys.stdout, benchmark=benchmark, retriever=retriever)
             else:
@@ -1081,25 +1083,6 @@ def export_cmd(
         except ExchangeError as e:
             fail(str(e))
     console.print(f"exported {n} result(s)", highlight=False)
-
-
-def _export_trec(store: Store, out_dir: Path, benchmark: Optional[str], retriever: Optional[str]) -> int:
-    """``<benchmark>__<label>__<spec hash>__seed<N>.trec`` per result (names made file-safe)."""
-    import re
-
-    from .types import Run
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    n = 0
-    for rec in store.results(benchmark=benchmark, retriever=retriever):
-        stem = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", x).strip("_") or "x"
-                         for x in (rec.benchmark, rec.label, rec.spec_hash, f"seed{rec.seed}"))
-        path = out_dir / f"{stem}.trec"
-        tmp = path.with_name(f".{path.name}.tmp")
-        Run(store.rankings(rec.id)).to_trec(tmp, tag=re.sub(r"\s+", "_", rec.label) or "run")
-        os.replace(tmp, path)
-        n += 1
-    return n
 
 
 @app.command("import")

@@ -10,7 +10,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from . import __version__ as HARNESS_VERSION
 from .registry import RETRIEVER_GROUP
@@ -166,10 +166,11 @@ def provenance(cls: type) -> dict[str, Any]:
     return out
 
 
-def run_command(spec: Mapping[str, Any], benchmark: str, seed: int, k: int) -> str:
+def run_command(spec: Mapping[str, Any], benchmark: str | Sequence[str], seed: int, k: int) -> str:
     """The ``beyondsim run`` command line that recomputes a stored result: its retriever, every
     scalar parameter as ``-p name.key=value`` (so the spec, and with it the result key, is the same),
-    the benchmark (a query slice ``name[:N]`` as ``--max-queries N``), the seed (``--seeds`` runs
+    the benchmark (a query slice ``name[:N]`` as ``--max-queries N``; several benchmarks, as an
+    overview row averages, as one ``-b`` each), the seed (``--seeds`` runs
     seeds 0..N-1, so ``--seeds seed+1``; the earlier seeds are skipped when stored) and the depth. A
     parameter that is a list or a table cannot be given with ``-p``: it is named in a trailing
     comment (give it in a ``--config`` file)."""
@@ -185,8 +186,13 @@ def run_command(spec: Mapping[str, Any], benchmark: str, seed: int, k: int) -> s
             continue
         text = "none" if value is None else ("true" if value is True else "false" if value is False else str(value))
         parts += ["-p", shlex.quote(f"{name}.{key}={text}")]
+    if not isinstance(benchmark, str):
+        for b in benchmark:
+            parts += ["-b", shlex.quote(b)]
+        benchmark = ""
     m = re.fullmatch(r"(.*)\[:(\d+)\]", benchmark)
-    parts += ["-b", shlex.quote(m.group(1) if m else benchmark)]
+    if benchmark:
+        parts += ["-b", shlex.quote(m.group(1) if m else benchmark)]
     if m:
         parts += ["--max-queries", m.group(2)]
     parts += ["--seeds", str(seed + 1), "--k", str(k)]

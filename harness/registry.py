@@ -9,7 +9,7 @@ Retrievers declare their parameters as a frozen dataclass; unknown keys fail lou
 hash (name + canonical JSON of every parameter, defaults included) is stable. A parameter added to
 a retriever after results were stored is declared with :func:`added_param`: at its default it is
 left out of the spec, so the results stored before it existed keep their key and their row. They declare their
-metadata (description, family, paper, LLM use, training data) once, in :func:`register`.
+metadata (description, family, paper and its citation, LLM use, training data) once, in :func:`register`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+
+from .citation import Citation
 
 RETRIEVER_GROUP = "beyondsim.retrievers"
 BENCHMARK_GROUP = "beyondsim.benchmarks"
@@ -95,6 +97,7 @@ class RetrieverInfo:
     trains_on: str = ""  # what its model learns from; "" when nothing is trained
     trainer: str = ""  # the `beyondsim train` NAME whose artifact it loads ...
     artifact_param: str = ""  # ... through this parameter (the artifact's path)
+    citation: Citation | None = None  # the paper's BibTeX entry (harness/citation.py); None: no paper
 
     def calls_llm(self, params: Any) -> bool:
         """Whether a retriever with ``params`` calls an LLM."""
@@ -107,11 +110,13 @@ def _first_line(doc: str | None) -> str:
 
 def register(name: str, params: type | None = None, *, description: str = "", family: str = "",
              reference: str = "", uses_llm: bool | Callable[[Any], bool] | None = None, trains_on: str = "",
-             trainer: str = "", artifact_param: str = "") -> Callable[[type], type]:
+             trainer: str = "", artifact_param: str = "", citation: Citation | None = None) -> Callable[[type], type]:
     """Class decorator that registers a retriever and declares its metadata once:
     ``@register("coder-union", params=CoderUnionParams, family=..., reference=..., trains_on=...)``.
     The description defaults to the first line of the class docstring; ``uses_llm`` to the class
-    attribute of that name (a bool, or a function of the params object), else ``False``."""
+    attribute of that name (a bool, or a function of the params object), else ``False``; ``citation``
+    the paper's fields (:class:`harness.citation.Citation`), written as BibTeX wherever the method is
+    shown."""
 
     def deco(cls: type) -> type:
         p = params or getattr(cls, "Params", None) or NoParams
@@ -121,7 +126,8 @@ def register(name: str, params: type | None = None, *, description: str = "", fa
         cls.retriever_name = name
         cls.retriever_info = RetrieverInfo(
             name, description or _first_line(cls.__doc__), family, reference,
-            getattr(cls, "uses_llm", False) if uses_llm is None else uses_llm, trains_on, trainer, artifact_param)
+            getattr(cls, "uses_llm", False) if uses_llm is None else uses_llm, trains_on, trainer, artifact_param,
+            citation)
         _retrievers[name] = cls
         return cls
 
@@ -136,6 +142,17 @@ def retriever_info(cls: type) -> RetrieverInfo:
         return info
     return RetrieverInfo(f"{cls.__module__}:{cls.__qualname__}", _first_line(cls.__doc__),
                          uses_llm=getattr(cls, "uses_llm", False))
+
+
+def registered_info(name: str) -> RetrieverInfo | None:
+    """The metadata of a retriever registered under ``name`` (in-process or by entry point); None for
+    any other name. Never imports a ``module:Class`` a stored result names: results are data."""
+    if name not in retriever_names():
+        return None
+    try:
+        return retriever_info(get_retriever_class(name))
+    except (RegistryError, ImportError, ValueError):
+        return None
 
 
 def register_benchmark(name: str) -> Callable[[type], type]:

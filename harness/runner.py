@@ -19,6 +19,7 @@ from . import __version__ as HARNESS_VERSION
 from .cost import REUSED_KEY
 from .data import DataError, default_data_dir
 from .encoders import EncoderPool, default_device
+from .model_facts import FACTS_KEY, pool_facts
 from .leakage import check_unseen
 from .ledger import RESULT_RUN_KEY, Ledger, PhaseTime, RunTag
 from .llm import BudgetExceeded, LLMClient, LLMSettings
@@ -333,6 +334,9 @@ class Runner:
         if analyse and isinstance(retriever, Analysable):
             extra["analysis"] = retriever.analyse(bench, ctx)
         cls = get_retriever_class(spec.name)
+        facts = pool_facts(self.encoders)
+        if facts:
+            extra[FACTS_KEY] = facts
         return ResultRecord(
             key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
             spec={"retriever": spec.name, "params": dict(spec.params)}, benchmark=bench.name,

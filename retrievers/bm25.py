@@ -32,6 +32,7 @@ from harness.protocols import RunContext
 from harness.ranking import run_from_matrix
 from harness.registry import added_param, register
 from harness.types import Corpus, Query, Run
+from . import citations
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 DELTA = 0.5  # bm25s's δ of BM25L and BM25+
@@ -92,7 +93,7 @@ class BM25Params:
             raise ValueError("need k1 ≥ 0 and 0 ≤ b ≤ 1")
 
 
-@register("bm25", params=BM25Params, family="lexical",
+@register("bm25", params=BM25Params, family="lexical", citation=citations.BM25,
           description="BM25 over bm25s (Lucene variant by default), English stopwords, optional stemming",
           reference="Robertson & Zaragoza 2009; bm25s: Lù 2024, arXiv:2407.03618")
 class BM25Retriever:

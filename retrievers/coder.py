@@ -82,6 +82,7 @@ from harness.leakage import TrainingData
 from harness.protocols import RunContext
 from harness.registry import load_benchmark, register
 from harness.types import Benchmark, Corpus, Query, Run
+from . import citations
 
 from .coder_train import CoderTrainConfig, artifact_dir, read_card, summarise_card, train_coder
 
@@ -446,7 +447,7 @@ def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmar
             "violating": viol_scores}
 
 
-@register("coder-seq", params=CoderSeqParams, family="compatibility",
+@register("coder-seq", params=CoderSeqParams, family="compatibility", citation=citations.CODER,
           description="CoDeR-Seq: topical candidates a trained compatibility encoder scores ≥ τ first, by fused score",
           reference="Yin, Tang & Du 2026, arXiv:2606.13204",
           trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
@@ -531,7 +532,7 @@ class CoderSeq(_Coder):
         return seq_policy(s_t, s_c, alpha, filt, k, self.params.fill)
 
 
-@register("coder-union", params=CoderUnionParams, family="compatibility",
+@register("coder-union", params=CoderUnionParams, family="compatibility", citation=citations.CODER,
           description="CoDeR-Union: topical and compatibility candidates pooled, filtered by percentile, fused by rank",
           reference="Yin, Tang & Du 2026, arXiv:2606.13204",
           trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",

@@ -80,6 +80,7 @@ from harness.protocols import RunContext
 from harness.provenance import environment
 from harness.registry import load_benchmark, register
 from harness.types import Benchmark, Corpus, Query
+from . import citations
 
 from .colt_train import (CollabConfig, ValSet, build_graph, copy_encoder, train_collaborative,
                          train_semantic)
@@ -196,7 +197,7 @@ def declared_training_data(bench: Benchmark, queries: Sequence[Query] | None = N
                         {fam: frozenset(q.id for q in qs)}, {}, digests(q.text for q in qs), frozenset())
 
 
-@register("colt", params=ColtParams, family="dense",
+@register("colt", params=ColtParams, family="dense", citation=citations.COLT,
           description="COLT: a bi-encoder whose tool embeddings are refined by graph collaborative learning over "
                       "queries, scenes and tools (inner-product search)",
           reference="Qu et al. 2024, Towards Completeness-Oriented Tool Retrieval for LLMs (CIKM), arXiv:2405.16089",

@@ -23,6 +23,7 @@ from harness.protocols import RunContext
 from harness.ranking import run_from_matrix
 from harness.registry import register
 from harness.types import Corpus, Query, Run
+from . import citations
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class DenseIndex:
         self._rows = {d: i for i, d in enumerate(self._doc_ids)}
 
 
-@register("dense", params=PooledDenseParams, family="dense",
+@register("dense", params=PooledDenseParams, family="dense", citation=citations.SBERT,
           description="A sentence-transformers encoder and exact inner-product search (faiss); pooling and "
                       "normalisation selectable",
           reference="Reimers & Gurevych 2019, arXiv:1908.10084")
@@ -148,7 +149,7 @@ class ContrieverParams(PooledDenseParams):
     pooling: str = "mean"
 
 
-@register("contriever", params=ContrieverParams, family="dense",
+@register("contriever", params=ContrieverParams, family="dense", citation=citations.CONTRIEVER,
           description="Contriever (facebook/contriever, a hub model: online users): mean pooling, inner product, "
                       "no normalisation",
           reference="Izacard et al. 2022, TMLR, arXiv:2112.09118")

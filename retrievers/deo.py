@@ -43,6 +43,7 @@ from harness.llm import ChatRequest, LLMClient, extract_json_object
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Benchmark, Query
+from . import citations
 
 from .decompose import Decomposition, clean_decomposition, rules_decompose
 from .dense import DenseParams, DenseRetriever
@@ -196,7 +197,7 @@ def optimise_embeddings(e0: np.ndarray, positives: Sequence[np.ndarray], negativ
     return E.detach().cpu().numpy().astype(np.float32), history
 
 
-@register("deo", params=DeoParams, family="embedding optimisation", uses_llm=lambda p: p.decomposer == "llm",
+@register("deo", params=DeoParams, family="embedding optimisation", citation=citations.DEO, uses_llm=lambda p: p.decomposer == "llm",
           description="The query embedding optimised towards LLM-written positive and away from negative sub-queries",
           reference="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
 class DEO(DenseRetriever):
@@ -280,7 +281,7 @@ class DEO(DenseRetriever):
         return [{"query_id": qid, **d.to_dict()} for qid, d in self.last_decompositions.items()]
 
 
-@register("deo-rules", params=DeoRulesParams, family="embedding optimisation",
+@register("deo-rules", params=DeoRulesParams, family="embedding optimisation", citation=citations.DEO,
           uses_llm=lambda p: p.decomposer == "llm",
           description="DEO with a rule-based decomposer for explicit negation and exclusion cues: no LLM call",
           reference="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")

@@ -30,6 +30,7 @@ from harness.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Query
+from . import citations
 
 from .dense import DenseParams, DenseRetriever
 
@@ -82,7 +83,7 @@ def prompt_for(params: HydeParams, benchmark: str) -> str:
     return PROMPTS["web search"]
 
 
-@register("hyde", params=HydeParams, family="LLM expansion", uses_llm=True,
+@register("hyde", params=HydeParams, family="LLM expansion", citation=citations.HYDE, uses_llm=True,
           description="Search by the mean embedding of the query and LLM-written passages that answer it",
           reference="Gao, Ma, Lin & Callan, ACL 2023, arXiv:2212.10496")
 class HyDE(DenseRetriever):

@@ -53,6 +53,7 @@ from harness.encoders import DEFAULT_ENCODER
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Corpus, Query, Run
+from . import citations
 
 from .dense import DenseIndex
 from .fista import Solution, as_tensor, dense_candidates, lipschitz, screened_solve, solve_full
@@ -241,21 +242,21 @@ class _NNNBase(_EmbeddingRetriever):
         return _ranked_lists(qids, self._doc_ids, support, dense_idx, min(k, n))
 
 
-@register("nnn-fix", params=NNNParams, family="decoding",
+@register("nnn-fix", params=NNNParams, family="decoding", citation=citations.NNN,
           description="NNN decoding: a non-negative elastic net of frozen document embeddings reconstructs the query",
           reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class NNNFix(_NNNBase):
     """NNN decoding on frozen dense embeddings (λ1, λ2 > 0)."""
 
 
-@register("l1-fix", params=L1Params, family="decoding",
+@register("l1-fix", params=L1Params, family="decoding", citation=citations.NNN,
           description="NNN decoding with λ2 = 0 (non-negative lasso) on frozen embeddings",
           reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class L1Fix(_NNNBase):
     """NNN decoding with λ2 = 0 (non-negative lasso)."""
 
 
-@register("l2-fix", params=L2Params, family="decoding",
+@register("l2-fix", params=L2Params, family="decoding", citation=citations.NNN,
           description="NNN decoding with λ1 = 0 (non-negative ridge) on frozen embeddings",
           reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class L2Fix(_NNNBase):
@@ -305,7 +306,7 @@ def mmr_select(rel: Any, sim: Any, lam: float, k: int) -> np.ndarray:
     return out.numpy()
 
 
-@register("mmr", params=MMRParams, family="diversification",
+@register("mmr", params=MMRParams, family="diversification", citation=citations.MMR,
           description="Maximal marginal relevance re-ranking of the dense top candidates",
           reference="Carbonell & Goldstein, SIGIR 1998")
 class MMR(_EmbeddingRetriever):

@@ -114,6 +114,7 @@ from torch import nn
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Benchmark, Corpus, Query, Run
+from . import citations
 
 from .fista import _SMALL_WORK, _cpu_threads, as_tensor, lipschitz
 from .nnn import NNNFix, NNNParams
@@ -258,7 +259,7 @@ def _same_corpus(a: Corpus, b: Corpus) -> bool:
     return len(a) == len(b) and all(x.id == y.id and x.full_text == y.full_text for x, y in zip(a, b))
 
 
-@register("nnn-tr", params=NNNTrParams, family="decoding",
+@register("nnn-tr", params=NNNTrParams, family="decoding", citation=citations.NNN,
           description="NNN decoding with a query encoder and corpus adapter trained through unrolled FISTA",
           reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)",
           trains_on="the benchmark's train split, early-stopped on its dev split")

@@ -60,6 +60,7 @@ from harness.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Corpus, Query, Run
+from . import citations
 
 from .dense import DenseParams, DenseRetriever
 
@@ -314,7 +315,7 @@ class NsirParams(DenseParams):
             raise ValueError(f"nsir: unknown prompt_version {self.prompt_version!r}; known: {', '.join(PROMPTS)}")
 
 
-@register("nsir", params=NsirParams, family="neural-symbolic reranking", uses_llm=True,
+@register("nsir", params=NsirParams, family="neural-symbolic reranking", citation=citations.NSIR, uses_llm=True,
           description="Reranks a dense top-100 by aligning each text with its LLM-written first-order logic "
                       "(optimal transport, negation sign)",
           reference="Xu, Zhang, Mei et al., Findings of ACL 2025, arXiv:2505.22299")

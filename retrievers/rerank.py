@@ -50,6 +50,7 @@ from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable,
 from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
                               make_spec, params_class, register, retriever_info)
 from harness.types import Corpus, Query, Run
+from . import citations
 
 DEFAULT_RERANKER = "BAAI/bge-reranker-large"
 MODEL_PHASE = "model"  # the ledger phase that times model loading, where the ledger has one
@@ -188,7 +189,7 @@ class _StageTime:
     items: int = 0
 
 
-@register(NAME, params=RerankParams, family="reranking",
+@register(NAME, params=RerankParams, family="reranking", citation=citations.MONOBERT,
           description="A cross-encoder (sentence-transformers; default BAAI/bge-reranker-large) rescoring the top N "
                       "of any first-stage retriever",
           reference="Nogueira & Cho 2019, arXiv:1901.04085; as in CoDeR Table 11 (Yin, Tang & Du 2026, "

@@ -170,6 +170,31 @@ def test_export_trec_runs_reproduce_measures(dataset: Path, home: Path, tmp_path
         {q: {d: s for d, s in r} for q, r in run.items()})
     assert rec.measures["nDCG@10"].mean == pytest.approx(sum(v["ndcg_cut_10"] for v in ref.values()) / 3)
     assert invoke("export", "-", "--format", "trec").exit_code == 2
+    # beside the run, its ir_metadata: the software version, the parameters, the cost, never a local path
+    import yaml
+
+    from harness import __version__
+    from harness.cost import Costs
+
+    meta_path = path.with_name(path.name[:-len(".trec")] + ".ir-metadata.yml")
+    text = meta_path.read_text()
+    assert str(tmp_path) not in text and str(dataset) not in text and str(home) not in text
+    meta = yaml.safe_load(text)
+    assert meta["tag"] == "bm25" and f"beyondsim {__version__}" in meta["platform"]["software"]["retrieval toolkit"]
+    assert any(lib.startswith("python ") for lib in meta["platform"]["software"]["libraries"])
+    [method] = meta["method"]["retrieval"]
+    assert method["name"] == "bm25" and method["params"] == rec.spec["params"] and method["k"] == 5
+    assert method["reference"] == "robertson2009bm25" and method["bibtex"].startswith("@book{robertson2009bm25,")
+    cmd = meta["implementation"]["executable"]["cmd"]
+    assert cmd.startswith("beyondsim run bm25 -p bm25.") and cmd.endswith(f" -b ./{dataset.name} --seeds 1 --k 5")
+    assert all(f"bm25.{k}=" in cmd for k in rec.spec["params"])
+    assert meta["data"]["test collection"] == {"name": f"./{dataset.name}", "version": rec.benchmark_version,
+                                               "queries": 3}
+    cold = Costs([rec]).of(rec)
+    assert meta["resources"]["cold"]["offline s"] == pytest.approx(cold.offline_s)
+    assert meta["resources"]["cold"]["total s"] == pytest.approx(cold.total_s) and cold.total_s > 0
+    assert meta["resources"]["this run"]["online s"] == pytest.approx(cold.run_online_s)
+    assert meta["resources"]["llm"]["calls"] == 0 and meta["resources"]["cold"]["usd"] == 0
 
 
 @pytest.mark.skipif(not (Path(__file__).resolve().parents[1].parent / "shared/data/negconstraint/labels").is_dir(),

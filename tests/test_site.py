@@ -261,7 +261,7 @@ def test_overview_suite_averages_and_order(site):
     heads, rows = table_rows(table)
     names = [h.text().strip().rstrip("↑↓") for h in heads]
     assert names == ["retriever", "rank", "encoder", "LLM", "trust", "V@2", "FVR@10", "PairAcc", "nDCG@10", "benchmarks",
-                     "negconstraint", "diag/antonym"]
+                     "negconstraint", "diag/antonym", "trained on", "models", "reproduce · cite"]
     assert all(h.attrs.get("data-sort") in ("num", "text") for h in heads)
     # rows ordered by the suite mean of V@2, ascending (lower is better)
     by = {r[0].text().strip(): r for r in rows}
@@ -286,7 +286,8 @@ def test_overview_suite_averages_and_order(site):
     aheads, arows = table_rows(root.by_id("overview-constraint-apart"))
     anames = [h.text().strip().rstrip("↑↓") for h in aheads]
     assert anames == ["retriever", "rank", "encoder", "LLM", "trust", "V@2", "FVR@10", "PairAcc", "nDCG@10",
-                      "benchmarks", "why not ranked", "negconstraint", "diag/antonym"]
+                      "benchmarks", "why not ranked", "negconstraint", "diag/antonym", "trained on", "models",
+                      "reproduce · cite"]
     apart = {r[0].text().strip(): r for r in arows}
     assert set(apart) == {"coder-seq", XSS}
     for label, key in (("coder-seq", "coder"), (XSS, "xss")):
@@ -319,7 +320,7 @@ def test_overview_suite_averages_and_order(site):
     assert [r[0].text().strip() for r in trows] == ["bm25", "dense"]
     other = root.by_id("overview-other")
     oheads, orows = table_rows(other)
-    assert [h.text().strip() for h in oheads][-1] == "my-data"
+    assert [h.text().strip() for h in oheads][-4] == "my-data"
     assert float(orows[0][5].attrs["data-value"]) == pytest.approx(0.4)
     with pytest.raises(AssertionError):
         root.by_id("overview-completeness")  # no stored results: skipped
@@ -821,7 +822,7 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
     for tds, r in zip(rows + apart, constraint.rows):
         assert [td.attrs["data-value"] for td in tds[5:5 + len(constraint.measures)]] == \
             [repr(r.means[m]) if r.means[m] is not None else "" for m in constraint.measures]
-        assert tds[-2].attrs["data-value"] == (repr(r.per_benchmark["negconstraint"])
+        assert tds[-5].attrs["data-value"] == (repr(r.per_benchmark["negconstraint"])
                                                if r.per_benchmark["negconstraint"] is not None else "")
 
 

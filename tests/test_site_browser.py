@@ -279,3 +279,38 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
                                                  "a.querySelector('circle').dataset.label])"):
         assert page.locator(f"tr{href}").count() == 1, (href, label)
     _clean(page)
+
+    # the overview's data carry each headline mean's CI and the benchmarks it averages, and each
+    # row's command and BibTeX; the page shows the same command
+    ranked = [r for r in data["rows"] if r["listed"] == "ranked"]
+    first = next(c for c in data["columns"] if c.endswith(" ci_low"))[:-len(" ci_low")]
+    assert ranked and all(r[f"{first} ci_low"] <= r[first] <= r[f"{first} ci_high"] for r in ranked)
+    assert all(r["averaged_over"] == ";".join(data["headline_benchmarks"]) for r in data["rows"])
+    bm25 = next(r for r in data["rows"] if r["label"] == "bm25")
+    assert bm25["bibtex"].startswith("@book{robertson2009bm25,")
+    shown_cmd = page.locator(f"table#{tid} tr#{tid}-row-bm25 pre.command").text_content()
+    assert shown_cmd == bm25["command"] and shown_cmd.startswith("beyondsim run bm25 ")
+    _clean(page)
+
+    # ---- a benchmark page's table file (CIs) and a result's per-query values, from its seed links
+    page.goto((site / "bench" / "diag-antonym.html").as_uri())
+    section = page.locator("section#results-section")
+    btable = json.loads(_fetched(page, section.locator("p.downloads a.download[data-format='json']")))
+    brows = list(csv.DictReader(io.StringIO(_fetched(page, section.locator("p.downloads a.download[data-format='csv']")))))
+    assert [r["label"] for r in brows] == [r["label"] for r in btable["rows"]] == page.eval_on_selector_all(
+        "table#results tbody tr", "rs => rs.map(r => r.cells[0].dataset.value)")
+    for r in btable["rows"]:
+        rec = next(x for x in store.results(benchmark="diag/antonym") if x.label == r["label"])
+        assert r["Sat@10"] == pytest.approx(rec.measures["Sat@10"].mean)
+        assert (r["Sat@10 ci_low"], r["Sat@10 ci_high"]) == (pytest.approx(rec.measures["Sat@10"].ci_low),
+                                                            pytest.approx(rec.measures["Sat@10"].ci_high))
+    link = page.locator("table#results td.seeds a.download[data-format='csv']").first
+    per_query = list(csv.DictReader(io.StringIO(_fetched(page, link))))
+    meta = json.loads(_fetched(page, page.locator("table#results td.seeds a.download[data-format='json']").first))
+    rec = next(x for x in store.results(benchmark="diag/antonym") if x.label == meta["result"]["retriever"])
+    stored = store.per_query(int(rec.id))
+    assert len(per_query) == len({q for col in stored.values() for q in col}) > 0
+    for row in per_query:
+        for m, col in stored.items():
+            assert (row[m] == "") if row["query"] not in col else float(row[m]) == pytest.approx(col[row["query"]])
+    _clean(page)

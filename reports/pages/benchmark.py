@@ -21,6 +21,7 @@ from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify
 from harness.trust import DESCRIPTIONS, LEVELS, REPORTED
 
+from . import downloads, rowfacts
 from .common import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
 
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
@@ -171,8 +172,10 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "version": g.benchmark_version[:8],
             "cells": cells,
             "seeds": str(len(g.records)),
-            "seed_links": [{"seed": r.seed, "href": "../" + site.drilldowns[int(r.id or 0)]} for r in g.records
+            "seed_links": [{"seed": r.seed, "href": "../" + site.drilldowns[int(r.id or 0)],
+                            **{k: "../" + v for k, v in downloads.query_links(site, r).items()}} for r in g.records
                            if int(r.id or 0) in site.drilldowns],
+            "facts": rowfacts.view([g]),
             "seeds_title": "seeds " + ", ".join(str(x) for x in g.seeds),
             "n_queries_raw": str(max(nq, default=0)),
             "queries": "–".join(f"{n:,}" for n in ([nq[0], nq[-1]] if len(nq) > 1 else nq)),
@@ -184,6 +187,8 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "chance": b.chance or "", "relevance": b.relevance or "",
             "has_chance": any(r["chance"] for r in rows), "tied": any(r["rank"] and "–" in r["rank"] for r in rows),
             "tradeoff": {"svg": tradeoff_plot(b, rows)},
+            "data": site.data_files(f"bench-{b.slug}", downloads.bench_rows(b, rows), benchmark=b.section.display or b.name,
+                                    benchmark_versions=b.section.versions, n_resamples_ci="as stored with each result"),
             "notes": [{"label": k, "note": v} for k, v in notes.items()],
             "all_noted": bool(rows) and len(notes) == len(rows),
             "trusts": sorted({r["trust"] for r in rows}, key=LEVELS.index),
@@ -379,7 +384,7 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
             "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
             "stats": [], "protocols": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
-                                   "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}}, "refs": [], "breakdowns": [], "survival": [],
+                                   "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None}, "refs": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
 
 

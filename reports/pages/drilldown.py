@@ -28,6 +28,7 @@ from harness.store import CONTENT_DEPTH, ResultRecord, Store
 
 from ..compare import BenchmarkComparison, PerQuery
 from ..text import finite, fmt_num, measure_decimals, measure_per_query, slugify
+from . import downloads
 from .common import TEMPLATES, Site, write
 
 DRILLDOWN_QUERIES = 200
@@ -225,5 +226,6 @@ def render(site: Site) -> None:
                 dd, data = view(site.store, content, r, b, b.headline, site.board.per_query)
                 write(site.out_dir / data_rel, data_text("result", data))
                 site.written.add(data_rel)
+                dd["downloads"] = downloads.query_files(site, r)
                 site.page("drilldown.html", page_rel, label=label, slug=slug, dd=dd, data_file=data_rel)
     content.write(site)

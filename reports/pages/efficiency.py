@@ -13,11 +13,10 @@ from harness.cost import Costs, Money
 from harness.ledger import call_totals, phase_totals
 from harness.registry import RegistryError, suites
 
-from harness.provenance import run_command
-
-from ..compare import ConfigGroup, is_local, local_display, measure_higher_is_better
+from ..compare import ConfigGroup, measure_higher_is_better
 from ..scatter import Point, scatter_svg
 from ..text import DASH, finite
+from . import rowfacts
 from .common import Site, fmt_count, mean, raw
 
 
@@ -106,7 +105,7 @@ def cells(n: Mapping[str, Any]) -> dict[str, Any]:
 DATA_FIELDS = ["retriever", "benchmark", "seeds", "offline_s", "online_s", "total_s", "run_s", "model_s", "cached",
                "cold_basis", "offline_cpu_s", "online_cpu_s", "queries_per_s", "llm_calls", "cache_hits",
                "prompt_tokens", "completion_tokens", "usd", "usd_known", "usd_unknown_calls", "cold_usd",
-               "cold_usd_known", "command"]
+               "cold_usd_known", "command", "trained_on", "training_overlap", "model_facts"]
 
 
 def data_row(label: str, benchmark: str, seeds: int, n: Mapping[str, Any], command: str = "") -> dict[str, Any]:
@@ -172,15 +171,24 @@ def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return paper_csv_rows(rows)
 
 
-def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -> str:
+def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str], dollars: bool = False) -> str:
     """The suite's first headline measure (mean over its headline benchmarks, as on the overview)
     against cold seconds per 1,000 queries (mean over the same benchmarks of each one's cold offline
-    + online seconds ÷ its queries × 1,000), Pareto frontier drawn, log-scaled when the seconds span
-    two decades or more; ``href(label)``: where a point links. Empty when no row has both."""
+    + online seconds ÷ its queries × 1,000) — with ``dollars``, against cold dollars per 1,000
+    queries, of the rows whose results called an LLM (a row with an unknown price has no point) —
+    Pareto frontier drawn, log-scaled when the x values span two decades or more; ``href(label)``:
+    where a point links. Empty when no row has both."""
     first = suite.first
     if first is None:
         return ""
     per_bench = {b.name: {g.display: g for g in b.groups} for b in site.board.benchmarks}
+
+    def amount(rec: Any) -> float | None:
+        c = costs.of(rec)
+        if not dollars:
+            return c.total_s
+        return c.cold_usd.value if rec.llm_calls and not c.cold_usd.unknown else None
+
     points = []
     for row in suite.rows:
         rates = []
@@ -188,7 +196,7 @@ def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -
             g = per_bench.get(bname, {}).get(row.label)
             if g is None:
                 continue
-            ts = [(c.total_s, c.online_items or r.n_queries) for c, r in ((costs.of(r), r) for r in g.records)]
+            ts = [(amount(r), costs.of(r).online_items or r.n_queries) for r in g.records]
             ts = [(t, q) for t, q in ts if t is not None and q]
             if ts:
                 rates.append(sum(t / q for t, q in ts) / len(ts) * 1000)
@@ -197,8 +205,9 @@ def cost_svg(site: Site, suite: Any, costs: Costs, href: Callable[[str], str]) -
                             "chance" if row.chance else "ranked" if row.ranked else "apart"))
     if not any(p.x is not None and p.y is not None for p in points):
         return ""
-    return scatter_svg(points, title=f"{suite.name}: {first} against cold seconds per 1,000 queries",
-                       x_label="cold s / 1,000 queries", y_label=first, x_higher=False,
+    what = "cold $ / 1,000 queries" if dollars else "cold s / 1,000 queries"
+    return scatter_svg(points, title=f"{suite.name}: {first} against {what.replace('/', 'per')}",
+                       x_label=what, y_label=first, x_higher=False,
                        y_higher=measure_higher_is_better(first), x_log=None)
 
 
@@ -206,9 +215,10 @@ def cost_points(site: Site, costs: Costs) -> list[dict[str, Any]]:
     """:func:`cost_svg` of each suite with a headline; a point links to its row of the totals table."""
     out = []
     for suite in site.board.suites:
-        svg = cost_svg(site, suite, costs, lambda label: f"#efficiency-totals-row-{site.retriever_slugs[label]}")
+        link = lambda label: f"#efficiency-totals-row-{site.retriever_slugs[label]}"  # noqa: E731
+        svg = cost_svg(site, suite, costs, link)
         if svg:
-            out.append({"suite": suite.name, "svg": svg})
+            out.append({"suite": suite.name, "svg": svg, "usd": {"svg": cost_svg(site, suite, costs, link, dollars=True)}})
     return out
 
 
@@ -219,15 +229,13 @@ def view(site: Site) -> dict[str, Any]:
     for b in site.board.benchmarks:
         for g in b.groups:
             n = numbers(g, costs)
-            rec = g.newest
-            # a folder benchmark by its own folder name, never the path it was run from (which may name
-            # a temporary directory or a user's home)
-            where = f"./{local_display(rec.benchmark)}" if is_local(rec.benchmark) else rec.benchmark
-            command = run_command(rec.spec, where, max(g.seeds), rec.k)
+            command = rowfacts.command([g])  # a folder benchmark by its folder name, never its path
+            facts = rowfacts.data_fields([g])
             rows.append({"label": g.display, "slug": site.retriever_slugs[g.display],
                          "benchmark": b.section.display or b.name, "command": command,
                          "bench_slug": b.slug, "seeds": str(len(g.records)), **cells(n)})
-            data.append(data_row(g.display, b.section.display or b.name, len(g.records), n, command))
+            data.append({**data_row(g.display, b.section.display or b.name, len(g.records), n, command),
+                         **{k: facts[k] for k in ("trained_on", "training_overlap", "model_facts")}})
             per_label.setdefault(g.display, []).append(n)
     total_rows, total_data = [], []
     for label, ns in sorted(per_label.items()):

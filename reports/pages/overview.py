@@ -17,25 +17,39 @@ from ..text import fmt_num, measure_decimals, rank_text, slugify
 from harness.cost import Costs
 from harness.trust import DESCRIPTIONS, LEVELS
 
+from . import downloads, rowfacts
 from .common import Site, header, initial_aria, legend, rank_title, raw
 from .efficiency import cost_svg
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."
 
 
-def data_rows(suite: SuiteComparison, names: dict[str, str]) -> list[dict[str, Any]]:
+def data_rows(site: Site, suite: SuiteComparison, names: dict[str, str]) -> list[dict[str, Any]]:
     """The suite table's figures for its CSV/JSON: per row its rank interval, where it is listed
     (ranked, apart, chance), the headline means over the headline benchmarks (the same set for every
-    ranked row; ``headline_benchmarks`` in the JSON) and the first measure per benchmark."""
+    ranked row; ``headline_benchmarks`` in the JSON) with their 95% CIs
+    (:func:`reports.pages.downloads.suite_cis`), the first measure per benchmark, and the row facts
+    (command, training data, model facts, BibTeX)."""
     out = []
     for kind, rows in (("ranked", suite.ranked), ("apart", suite.apart), ("chance", suite.chance)):
         for r in rows:
+            per_bench = downloads.suite_groups(suite, r.label)
+            cis = downloads.suite_cis(site, suite, r.label, per_bench)
             out.append({"label": r.label, "listed": kind, "rank_low": r.rank[0] if r.rank else None,
                         "rank_high": r.rank[1] if r.rank else None, "why_not_ranked": "" if r.ranked else r.why_apart,
                         "trust": r.trust, "encoder": r.encoder, "llm": r.llm,
                         **{m: r.means.get(m) for m in suite.measures},
-                        **{f"{suite.first} {names[b]}": r.per_benchmark.get(b) for b in names}})
+                        **downloads.ci_fields(suite.measures, cis),
+                        "averaged_over": ";".join(names[b] for b in suite.headline_benchmarks),
+                        **{f"{suite.first} {names[b]}": r.per_benchmark.get(b) for b in names},
+                        **rowfacts.data_fields(_headline_groups(suite, per_bench))})
     return out
+
+
+def _headline_groups(suite: SuiteComparison, per_bench: dict[str, Any]) -> list[Any]:
+    """A row's groups on the headline benchmarks it ran (all of its benchmarks when it ran none)."""
+    core = [per_bench[b] for b in suite.headline_benchmarks if b in per_bench]
+    return core or list(per_bench.values())
 
 
 def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs) -> dict[str, Any]:
@@ -63,6 +77,7 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs)
         have = n_core - len(row.missing)
         slug = site.retriever_slugs[row.label]
         return {"label": row.label, "slug": slug, "coverage": row.coverage,
+                "facts": rowfacts.view(_headline_groups(suite, downloads.suite_groups(suite, row.label))),
                 "encoder": row.encoder, "llm": row.llm, "trust": row.trust, "note": row.note,
                 "core_coverage": f"{have}/{n_core}", "cells": cells, "bench_cells": bench_cells,
                 "missing": [names[b] for b in row.missing], "chance": row.chance,
@@ -91,7 +106,9 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs)
         "tied": any(r.rank and r.rank[0] != r.rank[1] for r in suite.ranked),
         "tradeoff": {"svg": tradeoff_plot(site, suite, table_id)},
         "cost": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}")},
-        "data": site.data_files(table_id, data_rows(suite, names), headline_benchmarks=[
+        "cost_usd": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}",
+                                     dollars=True)},
+        "data": site.data_files(table_id, data_rows(site, suite, names), headline_benchmarks=[
             names[b] for b in suite.headline_benchmarks]),
         "legend": legend(suite.measures),
         "trusts": sorted({r.trust for r in suite.rows}, key=LEVELS.index),

@@ -9,7 +9,9 @@ from typing import Any, Sequence
 from harness.store import ResultRecord
 
 from ..text import fmt_num, measure_decimals
+from . import downloads, rowfacts
 from .common import Site, json_dump, json_value
+from harness.model_facts import facts_text
 
 
 def distinct(records: Sequence[ResultRecord], attr: str) -> list[dict[str, Any]]:
@@ -42,6 +44,7 @@ def view(site: Site, label: str) -> dict[str, Any]:
                 "measures": [{"name": m, "value": fmt_num(r.measures[m].mean, measure_decimals(m))}
                              for m in b.headline if m in r.measures],
                 "href": site.drilldowns[int(r.id or 0)].split("/", 1)[1],
+                "downloads": {k: "../" + v for k, v in downloads.query_links(site, r).items()},
             })
             rf = r.extra.get("retriever") if isinstance(r.extra, dict) else None
             if isinstance(rf, dict) and rf:
@@ -58,6 +61,10 @@ def view(site: Site, label: str) -> dict[str, Any]:
         "environment": environment,
         "varies": any(len(p["vals"]) > 1 for p in provenance + environment),
         "results": results, "facts": facts,
+        "command": rowfacts.command([g for _, g in rows]),
+        "bibtex": rowfacts.bibtex(newest.retriever),
+        "training": rowfacts.training(g for _, g in rows),
+        "model_facts": [facts_text(f) for f in rowfacts.model_facts(g for _, g in rows)],
     }
 
 

@@ -1,0 +1,98 @@
+"""The data files beside the tables: the rows of a benchmark's results table and of a suite's
+overview table with their 95% CIs and the benchmarks a figure averages, and each result's per-query
+values (``data/<retriever>/<benchmark>-seed<N>-queries.csv|json``), linked from its drill-down, its
+retriever page and its benchmark page. Each file holds the same numbers as the page, unrounded."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from harness.stats import bootstrap_cis
+from harness.store import ResultRecord
+
+from ..compare import BenchmarkComparison, ConfigGroup, SuiteComparison, _macro_column, _prefer
+from . import rowfacts
+from .common import Site
+
+CI_RESAMPLES = 2000
+
+
+def suite_groups(suite: SuiteComparison, label: str) -> dict[str, ConfigGroup]:
+    """Per benchmark of ``suite``, the group of ``label`` its table shows (the shown version, else the
+    newest: as :func:`reports.compare.suite_comparison` picks it)."""
+    out: dict[str, ConfigGroup] = {}
+    for s in suite.benchmarks:
+        shown = s.info.version if s.info is not None else None
+        for g in s.groups:
+            if g.display == label and (s.name not in out or _prefer(g, out[s.name], shown)):
+                out[s.name] = g
+    return out
+
+
+def suite_cis(site: Site, suite: SuiteComparison, label: str, per_bench: Mapping[str, ConfigGroup],
+              seed: int = 0) -> dict[str, tuple[float, float] | None]:
+    """A row's 95% CI of each headline measure: a percentile bootstrap of the mean of its per-query
+    values over the headline benchmarks, each benchmark weighted as in the table's mean (the column
+    the rank tests use, :func:`reports.compare._macro_column`); None where the row has no mean."""
+    row = next(r for r in suite.rows if r.label == label)
+    benches = [b for b in suite.headline_benchmarks if b in per_bench]
+    cols = {}
+    for m in suite.measures:
+        if row.means.get(m) is None or row.missing:
+            continue
+        col = _macro_column(per_bench, benches, m, site.board.per_query.group)
+        if col:
+            cols[m] = list(col.values())
+    cis = bootstrap_cis(cols, n_resamples=CI_RESAMPLES, seed=seed) if cols else {}
+    return {m: cis.get(m) for m in suite.measures}
+
+
+def ci_fields(measures: Sequence[str], cis: Mapping[str, tuple[float, float] | None]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in measures:
+        ci = cis.get(m)
+        out[f"{m} ci_low"], out[f"{m} ci_high"] = (ci if ci is not None else (None, None))
+    return out
+
+
+def bench_rows(b: BenchmarkComparison, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The benchmark table's rows for its CSV/JSON, in the page's order: rank interval, why a row is
+    not ranked, trust, encoder, LLM, seeds, and per measure the mean, its 95% bootstrap CI (one seed)
+    or the std over seeds, and the count it is averaged over; then the row facts (command, training,
+    model facts, BibTeX)."""
+    by_label = {g.display: g for g in b.groups}
+    out = []
+    for r in rows:
+        g = by_label[r["label"]]
+        d: dict[str, Any] = {"label": r["label"], "rank": r["rank"] if r["rank_raw"] else "",
+                             "why_not_ranked": r["why"], "trust": r["trust"], "encoder": r["encoder"],
+                             "llm": r["llm"], "seeds": ";".join(str(s) for s in g.seeds),
+                             "benchmark_version": g.benchmark_version}
+        for m in b.measures:
+            agg = g.measure(m)
+            d[m] = agg.mean
+            d[f"{m} ci_low"], d[f"{m} ci_high"] = agg.ci if agg.ci is not None else (None, None)
+            d[f"{m} std"] = agg.std
+            d[f"{m} n"] = "/".join(str(n) for n in agg.n)
+        out.append({**d, **rowfacts.data_fields([g])})
+    return out
+
+
+def query_files(site: Site, rec: ResultRecord) -> dict[str, str]:
+    """Write one result's per-query values (every measure it stores, every query it has a value for)
+    as CSV and JSON; their paths from the site root."""
+    per_query = site.board.per_query.result(rec)
+    measures = sorted(per_query)
+    qids = sorted({q for col in per_query.values() for q in col})
+    rows = [{"query": q, **{m: per_query[m].get(q) for m in measures}} for q in qids]
+    stem = query_links(site, rec)["csv"][len("data/"):-len(".csv")]
+    return site.data_files(stem, rows, ["query", *measures], result={
+        "retriever": rec.label, "benchmark": rowfacts.where(rec.benchmark), "benchmark_version": rec.benchmark_version,
+        "seed": rec.seed, "k": rec.k, "spec_hash": rec.spec_hash,
+        "means": {m: rec.measures[m].mean for m in measures if m in rec.measures}})
+
+
+def query_links(site: Site, rec: ResultRecord) -> dict[str, str]:
+    """The paths :func:`query_files` writes for ``rec`` (without writing them)."""
+    stem = site.drilldowns[int(rec.id or 0)].split("/", 1)[1][:-len(".html")] + "-queries"
+    return {"csv": f"data/{stem}.csv", "json": f"data/{stem}.json"}
