@@ -239,10 +239,8 @@ def fista(D: Any, Q: Any, l1: float, l2: float, *, iters: int | None = None, tol
 
     Parameters
     ----------
-    D : array-like, n × d
-        The documents, one per row.
-    Q : array-like, B × d
-        The queries, one per row.
+    D, Q : array-like
+        The documents (n × d) and the queries (B × d), one per row.
     l1, l2 : float
         λ1 and λ2.
     iters, tol : int or None, float or None
@@ -385,10 +383,8 @@ def dense_candidates(D: Any, Q: Any, M: int, *, chunk: int = 256) -> tuple[torch
 
     Parameters
     ----------
-    D : array-like, n × d
-        The documents, one per row.
-    Q : array-like, B × d
-        The queries, one per row.
+    D, Q : array-like
+        The documents (n × d) and the queries (B × d), one per row.
     M : int
         How many (at most n).
     chunk : int

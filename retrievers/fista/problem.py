@@ -128,10 +128,8 @@ def objective(D: torch.Tensor, Q: torch.Tensor, X: torch.Tensor, l1: float, l2: 
 
     Parameters
     ----------
-    D : torch.Tensor, n × d
-        The documents, one per row.
-    Q : torch.Tensor, B × d
-        The queries, one per row.
+    D, Q : torch.Tensor
+        The documents (n × d) and the queries (B × d), one per row.
     X : torch.Tensor, B × n
         Dense coefficients, one row per query.
     l1, l2 : float
@@ -163,10 +161,8 @@ def kkt_residual(D: Any, Q: Any, X: Any, l1: float, l2: float, *, chunk: int = 2
 
     Parameters
     ----------
-    D : array-like, n × d
-        The documents, one per row.
-    Q : array-like, B × d
-        The queries, one per row.
+    D, Q : array-like
+        The documents (n × d) and the queries (B × d), one per row.
     X : array-like, B × n
         Dense coefficients, one row per query.
     l1, l2 : float

@@ -427,10 +427,8 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, options: ScreeningOptio
 
     Parameters
     ----------
-    D : array-like, n × d
-        The documents, one per row.
-    Q : array-like, B × d
-        The queries, one per row.
+    D, Q : array-like
+        The documents (n × d) and the queries (B × d), one per row.
     l1, l2 : float
         λ1 and λ2 of the objective.
     options : ScreeningOptions, optional
