@@ -56,7 +56,7 @@ from harness.types import Corpus, Query, Run
 from . import citations
 
 from .dense import DenseIndex
-from .fista import Solution, as_tensor, dense_candidates, lipschitz, screened_solve, solve_full
+from .fista import ScreeningOptions, Solution, as_tensor, dense_candidates, lipschitz, screened_solve, solve_full
 
 MODES = ("tol", "iters")
 
@@ -163,8 +163,9 @@ def exact_solve(D: torch.Tensor, Q: torch.Tensor, p: Any, k: int) -> Solution:
     screened exact solver with the parameters ``p``, whose first corpus pass also returns the
     dense top-k (``Solution.dense_idx``) for the fill. Shared with ``tests/perf/fista.py``."""
     n = D.shape[0]
-    return screened_solve(D, Q, float(p.l1), float(p.l2), candidates=min(p.candidates, n), dense_k=min(k, n),
-                          tol=p.tol, max_iters=p.max_iters, max_rounds=p.max_rounds, chunk_size=p.query_chunk)
+    options = ScreeningOptions(candidates=min(p.candidates, n), tol=p.tol, max_iters=p.max_iters,
+                               max_rounds=p.max_rounds, chunk_size=p.query_chunk)
+    return screened_solve(D, Q, float(p.l1), float(p.l2), options, dense_k=min(k, n))
 
 
 class _EmbeddingRetriever(DenseIndex):

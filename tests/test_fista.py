@@ -6,6 +6,7 @@ from small supports to supports larger than the dimension (λ1 = 0.01)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ import torch
 from scipy.optimize import minimize, nnls
 
 from retrievers.fista import (
+    ScreeningOptions,
     Solution,
     _pair_dots,
     _topk_rows,
@@ -127,6 +129,52 @@ def test_l1_matches_coordinate_descent_and_lbfgsb(n: int, d: int, l1: float, l2:
     assert f_np(D, q, X[0].double().numpy(), l1, l2) <= f_np(D, q, lb, l1, l2) + 1e-7
     torch.testing.assert_close(objective(torch.tensor(D), torch.tensor(Q), X, l1, l2).float(),
                                torch.tensor([f_np(D, q, X[i].double().numpy(), l1, l2) for i, q in enumerate(Q)]).float())
+
+
+@pytest.mark.parametrize("n,d,l1,l2,seed", [(40, 15, 0.1, 0.1, 0), (30, 20, 0.3, 0.6, 2), (60, 10, 0.01, 0.03, 3)])
+def test_matches_sklearn_positive_elastic_net(n: int, d: int, l1: float, l2: float, seed: int) -> None:
+    """sklearn's ElasticNet(positive=True) as an independent reference. sklearn minimises, for a
+    design matrix A (n_samples × n_features) and target y,
+
+        1/(2·n_samples)·‖y − A w‖² + α·ρ·‖w‖₁ + α·(1 − ρ)/2·‖w‖²   (ρ = l1_ratio).
+
+    Ours, ½‖Dᵀx − q‖² + λ1·Σx + (λ2/2)‖x‖², is that problem with A = Dᵀ (d samples, n features),
+    y = q and w = x once divided by d (a positive factor keeps the minimiser):
+    α·ρ = λ1/d and α·(1 − ρ) = λ2/d, i.e. α = (λ1 + λ2)/d and ρ = λ1/(λ1 + λ2). No intercept."""
+    from sklearn.linear_model import ElasticNet
+
+    D, Q = problem(n, d, 3, seed)
+    D, Q = D.astype(np.float32).astype(np.float64), Q.astype(np.float32).astype(np.float64)  # the solver's inputs
+    alpha, rho = (l1 + l2) / d, l1 / (l1 + l2)
+    X, st = fista(D, Q, l1, l2, tol=1e-6)
+    scr = screened_solve(D, Q, l1, l2, candidates=8, tol=1e-6).to_dense()
+    assert bool(st["converged"].all())
+    for i, q in enumerate(Q):
+        with one_blas_thread():
+            ref = ElasticNet(alpha=alpha, l1_ratio=rho, positive=True, fit_intercept=False, tol=1e-14,
+                             max_iter=200_000).fit(D.T, q).coef_
+        assert 0 < (ref > 0).sum() < n  # a non-trivial support
+        for x in (X[i].double().numpy(), scr[i].double().numpy()):
+            np.testing.assert_allclose(x, ref, atol=1e-5)  # ε = 1e-6 on the KKT residual, float32
+            assert set(np.flatnonzero(x > 0)) == set(np.flatnonzero(ref > 0))
+            assert abs(f_np(D, q, x, l1, l2) - f_np(D, q, ref, l1, l2)) < 1e-9
+
+
+def test_screening_options_object_and_keywords_agree() -> None:
+    """The knobs travel as one frozen ScreeningOptions; keywords override it field by field."""
+    D, Q = problem(300, 12, 6, 7)
+    opts = ScreeningOptions(candidates=5, tol=1e-6, band=16)
+    a = screened_solve(D, Q, 0.05, 0.1, opts)
+    b = screened_solve(D, Q, 0.05, 0.1, candidates=5, tol=1e-6, band=16)
+    c = screened_solve(D, Q, 0.05, 0.1, ScreeningOptions(candidates=200), candidates=5, tol=1e-6, band=16)
+    for other in (b, c):
+        assert torch.equal(a.indices, other.indices) and torch.equal(a.values, other.values)
+        assert a.stats == other.stats
+    assert a.stats["candidates"] == 5 and a.stats["band"] == 16
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.tol = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        screened_solve(D, Q, 0.05, 0.1, candidate=5)  # a misspelt knob is refused
 
 
 def test_kkt_holds_at_solution_and_detects_non_solutions() -> None:
