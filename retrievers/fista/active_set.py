@@ -86,11 +86,7 @@ def active_set_qp(G: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *, val
         fin = (nV == 0) | ~ok | (it == max_iter)
         if bool(fin.any()):
             r = act[fin]
-            res.x[r] = x[fin]
-            res.converged[r] = (nV == 0)[fin] & ok[fin]
-            res.failed[r] = ~ok[fin]
-            res.iterations[r] = it
-            res.free[r] = F[fin]
+            res.settle(r, fin, x, F, nV, ok, it)
             keep = ~fin
             if not bool(keep.any()):
                 break
@@ -107,6 +103,17 @@ class _QPResult:
     failed: torch.Tensor
     iterations: torch.Tensor
     free: torch.Tensor
+
+    def settle(self, rows: torch.Tensor, fin: torch.Tensor, x: torch.Tensor, F: torch.Tensor, nV: torch.Tensor,
+               ok: torch.Tensor, it: int) -> None:
+        """Record the problems of the batch that finished this iteration (``fin``) at their ``rows``:
+        solution, free set, iteration count, and whether they converged (no infeasible index, a
+        finite factorisation) or failed (the factorisation did not)."""
+        self.x[rows] = x[fin]
+        self.converged[rows] = (nV == 0)[fin] & ok[fin]
+        self.failed[rows] = ~ok[fin]
+        self.iterations[rows] = it
+        self.free[rows] = F[fin]
 
 
 def _exchange(F: torch.Tensor, infeas: torch.Tensor, nV: torch.Tensor, ninf: torch.Tensor, p: torch.Tensor,
@@ -211,11 +218,7 @@ def active_set_qp_dual(A: torch.Tensor, b: torch.Tensor, l1: float, l2: float, *
         fin = (nV == 0) | ~ok | (it == max_iter)
         if bool(fin.any()):
             r = act[fin]
-            res.x[r] = x[fin]
-            res.converged[r] = (nV == 0)[fin] & ok[fin]
-            res.failed[r] = ~ok[fin]
-            res.iterations[r] = it
-            res.free[r] = F[fin]
+            res.settle(r, fin, x, F, nV, ok, it)
             M_out[r] = M[fin]
             keep = ~fin
             if not bool(keep.any()):
