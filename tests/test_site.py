@@ -200,17 +200,22 @@ def build_store(path: Path) -> Store:
 GENERATED = dt.datetime(2025, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
 
 
+def render_with_suites(store: Store, out: Path) -> Path:
+    """The site of ``store`` rendered into ``out`` with this module's SUITES as the registered suites;
+    returns the site folder."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(registry, "suites", lambda: SUITES)
+    try:
+        return render_site(store, out, generated_at=GENERATED).parent
+    finally:
+        mp.undo()
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("site")
     store = build_store(tmp / "results.sqlite")
-    mp = pytest.MonkeyPatch()
-    mp.setattr(registry, "suites", lambda: SUITES)
-    try:
-        index = render_site(store, tmp / "out", generated_at=GENERATED)
-    finally:
-        mp.undo()
-    yield index.parent, store
+    yield render_with_suites(store, tmp / "out"), store
     store.close()
 
 

@@ -17,8 +17,8 @@ from harness import registry
 from harness.citation import Citation
 from harness.registry import get_retriever_class, retriever_info
 from harness.stats import bootstrap_cis
-from reports import render_site
-from tests.test_site import ANT, GENERATED, NQ, SUITES, _mv, build_store, negc, read, record, table_rows
+from tests.test_site import (ANT, NQ, SUITES, _mv, build_store, negc, read, record, render_with_suites,
+                             table_rows)
 
 TRAINED = "nnn-tr"
 HYDE_CALLS = [{"model": "gpt-4o-mini", "prompt_tokens": 100, "completion_tokens": 10, "latency_s": 0.1,
@@ -62,13 +62,7 @@ def board(tmp_path_factory):
                                  "reused": {"search": {"wall_s": 0.1, "cpu_s": 0.0, "entries": 1, "unknown": 0,
                                                        "cpu_unknown": 0, "usd": 0.003, "usd_unknown": 0,
                                                        "kinds": {"llm": 1}}}}))
-    mp = pytest.MonkeyPatch()
-    mp.setattr(registry, "suites", lambda: SUITES)
-    try:
-        index = render_site(store, tmp / "out", generated_at=GENERATED)
-    finally:
-        mp.undo()
-    yield index.parent, store
+    yield render_with_suites(store, tmp / "out"), store
     store.close()
 
 
