@@ -19,7 +19,7 @@ from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, SLICE_RE, BenchmarkCom
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify
-from harness.trust import DESCRIPTIONS, LEVELS, REPORTED
+from harness.trust import DESCRIPTIONS, LEVELS
 
 from . import downloads, rowfacts
 from .common import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
@@ -181,7 +181,6 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "queries": "–".join(f"{n:,}" for n in ([nq[0], nq[-1]] if len(nq) > 1 else nq)),
             "missing": f"({g.n_missing:,} missing)" if g.n_missing > 0 else "",
         })
-    rows.sort(key=lambda r: r["trust"] == REPORTED)  # reported figures never above checked ones
     notes = {r["label"]: r["note"] for r in rows if r["note"]}
     return {"headers": headers, "rows": rows, "legend": legend(measures), "rank_measure": b.rank_measure or "",
             "chance": b.chance or "", "relevance": b.relevance or "",
