@@ -46,6 +46,11 @@ assumes, or a calibration), and per query how many candidates the filter kept (m
 and for how many queries it kept none. A run whose filter keeps nothing for some queries says so
 in its log.
 
+``coder-compat``
+    The compatibility encoder alone: the whole corpus ranked by ``s_C`` (the paper's Table 10
+    middle row, "the trained constraint encoder"). It takes the encoder parameters below and
+    trains or reuses the same artifact as the two policies.
+
 The compatibility encoder (``compat_model``):
 
 * ``"auto"`` (default) — the artifact that :mod:`retrievers.coder_train` trains from
@@ -72,7 +77,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -80,6 +85,7 @@ from harness.data import DataError, default_data_dir
 from harness.encoders import DEFAULT_ENCODER, EncoderPool
 from harness.leakage import TrainingData
 from harness.protocols import RunContext
+from harness.ranking import run_from_matrix
 from harness.registry import load_benchmark, register
 from harness.types import Benchmark, Corpus, Query, Run
 from . import citations
@@ -212,20 +218,25 @@ def calibration_splits(name: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class CoderParams:
-    model: str = DEFAULT_ENCODER  # topical encoder E_T
+class CompatParams:
+    """The compatibility encoder ``E_C`` and how it is used to encode (every CoDeR configuration)."""
+    model: str = DEFAULT_ENCODER  # topical encoder E_T; the base the auto-trained E_C starts from
     query_prefix: str = ""  # E_T's query prefix (BGE: "Represent this sentence for searching relevant passages: ")
-    doc_prefix: str = ""
-    pooling: str | None = None  # E_T pooling override (the paper: mean); None keeps the model's
     compat_model: str = "auto"  # "auto" | a `beyondsim train coder` directory | any encoder (untrained)
     compat_base: str | None = None  # base of the auto-trained encoder (default: model)
     compat_pooling: str | None = "mean"  # pooling of the auto-trained encoder
     compat_query_prefix: str | None = None  # None: the card's training prefix (else query_prefix)
     train_seed: int | None = None  # auto training seed (None: 42 + the run's seed; 42 is the authors')
-    depth: int = 100
-    alpha: float | None = None  # None: the task family's default
     batch_size: int = 64
     max_length: int | None = None
+
+
+@dataclass(frozen=True)
+class CoderParams(CompatParams):
+    doc_prefix: str = ""
+    pooling: str | None = None  # E_T pooling override (the paper: mean); None keeps the model's
+    depth: int = 100
+    alpha: float | None = None  # None: the task family's default
 
 
 @dataclass(frozen=True)
@@ -241,33 +252,17 @@ class CoderUnionParams(CoderParams):
     direction: str = "drop"  # "drop": p = share filtered out; "keep": p = share kept
 
 
-class _Coder:
-    policy = ""
-    defaults: dict[str, tuple[float, float]] = {}  # task family -> (alpha, filter value)
-    filter_param = ""  # the params field holding the filter value (tau / percentile)
-    option = ""  # the policy's other field, kept with the result (fill / direction)
-    default_scale = ""  # the score scale the task-family defaults assume, kept with the result
+class _CompatEncoder:
+    """What every CoDeR configuration shares: resolving (and for ``auto``, training) the
+    compatibility encoder, encoding with it, the training data it declares, and Fig. 9's score
+    separation after evaluation."""
 
-    def __init__(self, params: CoderParams):
+    def __init__(self, params: CompatParams):
         self.params = params
-        if params.depth < 1:
-            raise ValueError("depth must be ≥ 1")
-        if params.alpha is not None and not 0.0 <= params.alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {params.alpha}")
         self.compat_name = ""
         self.card: dict[str, Any] | None = None
         self.trained_here = False
-        self.alpha = params.alpha
-        self.filter_value = getattr(params, self.filter_param)
-        self.filter_source: dict[str, Any] = {}
-        self._doc_ids: list[str] = []
-        self._dt: np.ndarray | None = None
-        self._dc: np.ndarray | None = None
-        self._it = None
-        self._ic = None
-        self.stats: dict[str, Any] = {}
 
-    # --- the compatibility encoder ----------------------------------------------------------
     def train_config(self, ctx: RunContext) -> CoderTrainConfig:
         p = self.params
         return CoderTrainConfig(base_model=p.compat_base or p.model, pooling=p.compat_pooling,
@@ -314,16 +309,65 @@ class _Coder:
             ctx.encoders = EncoderPool(ctx.cache_dir, ctx.device, ctx.progress)
         return ctx.encoders
 
-    def _encode(self, ctx: RunContext, which: str, texts: list[str], query: bool) -> np.ndarray:
+    def _encode_as(self, ctx: RunContext, which: str, name: str, prefix: str, pooling: str | None,
+                   texts: list[str], query: bool) -> np.ndarray:
         p = self.params
-        if which == "T":
-            name, prefix, pooling = p.model, (p.query_prefix if query else p.doc_prefix), p.pooling
-        else:
-            name, prefix, pooling = self.compat_name, (self.compat_prefix if query else ""), None
         emb = self._pool(ctx).encode(name, texts, prefix=prefix, normalize=True, batch_size=p.batch_size,
                                      max_length=p.max_length, pooling=pooling,
                                      description=f"encoding {'queries' if query else 'documents'} (E_{which})")
         return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def _encode_c(self, ctx: RunContext, texts: list[str], query: bool) -> np.ndarray:
+        return self._encode_as(ctx, "C", self.compat_name, self.compat_prefix if query else "", None, texts, query)
+
+    def compat_extra(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.compat_name, "trained": self.card is not None,
+                               "trained_in_this_run": self.trained_here, "query_prefix": self.compat_prefix}
+        if self.card is not None:
+            out["card"] = summarise_card(self.card)
+        return out
+
+    def analyse(self, benchmark: Benchmark, ctx: RunContext) -> dict[str, Any]:
+        sep = {"compat": score_separation(self._pool(ctx), self.compat_name, self.compat_prefix, benchmark,
+                                          batch_size=self.params.batch_size)}
+        if self.card is not None:
+            sep["base"] = score_separation(self._pool(ctx), str(self.card["base_model"]), self.compat_prefix,
+                                           benchmark, pooling=self.card.get("pooling"),
+                                           batch_size=self.params.batch_size)
+            sep["base"]["model"] = self.card["base_model"]
+        sep["compat"]["model"] = self.compat_name
+        return {"score_separation": sep} if sep["compat"]["queries"] else {}
+
+
+class _Coder(_CompatEncoder):
+    policy = ""
+    defaults: dict[str, tuple[float, float]] = {}  # task family -> (alpha, filter value)
+    filter_param = ""  # the params field holding the filter value (tau / percentile)
+    option = ""  # the policy's other field, kept with the result (fill / direction)
+    default_scale = ""  # the score scale the task-family defaults assume, kept with the result
+    params: CoderParams
+
+    def __init__(self, params: CoderParams):
+        super().__init__(params)
+        if params.depth < 1:
+            raise ValueError("depth must be ≥ 1")
+        if params.alpha is not None and not 0.0 <= params.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {params.alpha}")
+        self.alpha = params.alpha
+        self.filter_value = getattr(params, self.filter_param)
+        self.filter_source: dict[str, Any] = {}
+        self._doc_ids: list[str] = []
+        self._dt: np.ndarray | None = None
+        self._dc: np.ndarray | None = None
+        self._it = None
+        self._ic = None
+        self.stats: dict[str, Any] = {}
+
+    def _encode(self, ctx: RunContext, which: str, texts: list[str], query: bool) -> np.ndarray:
+        if which == "C":
+            return self._encode_c(ctx, texts, query)
+        p = self.params
+        return self._encode_as(ctx, "T", p.model, p.query_prefix if query else p.doc_prefix, p.pooling, texts, query)
 
     # --- protocol ----------------------------------------------------------------------------
     def index(self, corpus: Corpus, ctx: RunContext) -> None:
@@ -389,27 +433,11 @@ class _Coder:
     def result_extra(self) -> dict[str, Any]:
         p = self.params
         out: dict[str, Any] = {"policy": self.policy, "alpha": self.alpha, "depth": p.depth,
-                               "compat": {"model": self.compat_name, "trained": self.card is not None,
-                                          "trained_in_this_run": self.trained_here,
-                                          "query_prefix": self.compat_prefix},
-                               "search": self.stats}
+                               "compat": self.compat_extra(), "search": self.stats}
         out[self.filter_param] = self.filter_value
         out[f"{self.filter_param}_source"] = self.filter_source
         out[self.option] = getattr(p, self.option)
-        if self.card is not None:
-            out["compat"]["card"] = summarise_card(self.card)
         return out
-
-    def analyse(self, benchmark: Benchmark, ctx: RunContext) -> dict[str, Any]:
-        sep = {"compat": score_separation(self._pool(ctx), self.compat_name, self.compat_prefix, benchmark,
-                                          batch_size=self.params.batch_size)}
-        if self.card is not None:
-            sep["base"] = score_separation(self._pool(ctx), str(self.card["base_model"]), self.compat_prefix,
-                                           benchmark, pooling=self.card.get("pooling"),
-                                           batch_size=self.params.batch_size)
-            sep["base"]["model"] = self.card["base_model"]
-        sep["compat"]["model"] = self.compat_name
-        return {"score_separation": sep} if sep["compat"]["queries"] else {}
 
 
 def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmark, *, pooling: str | None = None,
@@ -550,3 +578,54 @@ class CoderUnion(_Coder):
 
     def _policy(self, s_t, s_c, alpha, filt, k):
         return union_policy(s_t, s_c, alpha, filt, k, self.params.direction)
+
+
+@register("coder-compat", params=CompatParams, family="compatibility", citation=citations.CODER,
+          description="CoDeR's trained compatibility encoder alone, as a dense retriever (the paper's Table 10 ablation)",
+          reference="Yin, Tang & Du 2026, arXiv:2606.13204",
+          trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
+          artifact_param="compat_model")
+class CoderCompat(_CompatEncoder):
+    """The whole corpus ranked by ``s_C`` alone (exact inner product of normalised embeddings):
+    what the compatibility encoder does without a topical encoder beside it. With the same
+    ``model``/``compat_*``/``train_seed`` it uses the very artifact ``coder-seq`` and
+    ``coder-union`` train, so the three compare on one encoder per seed."""
+
+    def __init__(self, params: CompatParams | None = None):
+        super().__init__(params or CompatParams())
+        self._doc_ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        self._dc: np.ndarray | None = None
+        self._index = None
+        self._searched: dict[str, np.ndarray] = {}  # the query embeddings of the last search
+
+    def index(self, corpus: Corpus, ctx: RunContext) -> None:
+        import faiss
+
+        if not self.compat_name:
+            self.prepare(ctx)
+        self._dc = self._encode_c(ctx, corpus.texts(), query=False)
+        self._index = faiss.IndexFlatIP(self._dc.shape[1])
+        self._index.add(self._dc)
+        self._doc_ids = corpus.ids
+        self._rows = {d: i for i, d in enumerate(self._doc_ids)}
+
+    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
+        assert self._index is not None, "index() must run first"
+        qc = self._encode_c(ctx, [q.text for q in queries], query=True)
+        self._searched = dict(zip((q.id for q in queries), qc))
+        scores, rows = self._index.search(qc, min(k, len(self._doc_ids)))
+        return run_from_matrix([q.id for q in queries], self._doc_ids, rows, scores)
+
+    def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
+              ctx: RunContext) -> dict[str, dict[str, float]]:
+        """``s_C`` of each query with the documents it names, as ``search`` scores them."""
+        assert self._dc is not None, "index() must run before score()"
+        fresh = [q for q in queries if q.id not in self._searched]
+        if fresh:
+            self._searched.update(zip((q.id for q in fresh), self._encode_c(ctx, [q.text for q in fresh], query=True)))
+        return {q.id: {d: float(np.dot(self._searched[q.id], self._dc[self._rows[d]])) for d in doc_ids.get(q.id, ())}
+                for q in queries}
+
+    def result_extra(self) -> dict[str, Any]:
+        return {"compat": self.compat_extra()}

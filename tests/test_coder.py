@@ -357,6 +357,45 @@ def test_cli_run_train_and_sweep(artifact: Path, home: Path, tmp_path: Path) -> 
     assert json.loads((tmp_path / "sweep.json").read_text())["points"] == sw["points"]
 
 
+@NEED_DATA
+def test_compat_alone_ranks_by_the_trained_encoder(artifact: Path, home: Path) -> None:
+    """coder-compat (Table 10's middle row) against the artifact's embeddings ranked by numpy, and
+    with an untrained MiniLM as E_C, against dense: the same rankings and the same figures."""
+    from harness.encoders import load_encoder
+
+    res = invoke("run", "coder-compat", "-p", f"coder-compat.compat_model={artifact}", "-b", "diag/antonym")
+    assert res.exit_code == 0, res.output
+    store = Store(home / "results.sqlite")
+    (row,) = store.results(retriever="coder-compat")
+    rec = store.get(row.key, full=True)
+    assert rec.extra["retriever"]["compat"]["trained"] and rec.extra["analysis"]["score_separation"]["base"]
+    bench = _loader("diag/antonym")
+    ids = bench.corpus.ids
+    comp = load_encoder(str(artifact), "cpu")
+    dc = comp.encode(bench.corpus.texts(), normalize_embeddings=True)
+    qs = bench.eval_queries[:5]
+    qc = comp.encode([q.text for q in qs], normalize_embeddings=True)
+    stored = store.rankings(row.id, [q.id for q in qs])
+    for q, e in zip(qs, qc):
+        s = dc @ e
+        got = [d for d, _ in stored[q.id][:10]]
+        want = [ids[i] for i in np.argsort(-s, kind="stable")[:10]]
+        # the same documents in the same order, up to ties within float32 noise
+        assert [round(float(s[ids.index(d)]), 4) for d in got] == [round(float(s[ids.index(d)]), 4) for d in want]
+    # an untrained compatibility encoder alone is dense retrieval with that encoder
+    for args in (("coder-compat", "-p", "coder-compat.compat_model=all-MiniLM-L6-v2"), ("dense",)):
+        res = invoke("run", *args, "-b", "diag/antonym")
+        assert res.exit_code == 0, res.output
+    plain = next(store.get(r.key) for r in store.results(retriever="coder-compat")
+                 if r.spec["params"].get("compat_model") == "all-MiniLM-L6-v2")
+    dense = store.get(store.results(retriever="dense")[0].key)
+    for m in ("V@2", "FVR@10", "nDCG@10", "Sat@10"):
+        assert plain.measures[m].mean == pytest.approx(dense.measures[m].mean, abs=1e-6), m
+    qids = [q.id for q in bench.eval_queries]
+    trained_runs, plain_runs = store.rankings(row.id, qids), store.rankings(plain.id, qids)
+    assert any(trained_runs[q] != plain_runs[q] for q in qids)  # training moved the rankings
+
+
 def test_make_spec_rejects_bad_policy_params() -> None:
     from harness.registry import instantiate
 
