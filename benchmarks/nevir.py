@@ -62,7 +62,7 @@ class NevIR(LoaderBase):
     """NevIR loader (entry point ``nevir``); see the module docstring for its conventions."""
 
     task: ClassVar[str] = "constraint"
-    default_measures: ClassVar[tuple[str, ...]] = ("Sat@10", "PairAcc", "V@2", "FVR@10", "nDCG@10", "R@10")
+    default_measures: ClassVar[tuple[str, ...]] = ("Sat@10", "PairAcc", "V@2", "FVR@10", "nDCG@10", "R@10", "TR@5")
     relevance_threshold: ClassVar[int] = 2
     source: ClassVar[str] = SOURCE
     license: ClassVar[str] = "MIT"

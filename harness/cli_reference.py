@@ -16,7 +16,8 @@ reference_app = typer.Typer(help="The reference results shipped with the project
                             "import it.", no_args_is_help=True, rich_markup_mode=None)
 
 OnlyOpt = typer.Option(None, "--only", help="Only the configurations whose label matches this fnmatch pattern "
-                       "('dense*'), or the benchmarks that match it.")
+                       "('dense*'), or the benchmarks that match it; LABEL@BENCHMARK for both "
+                       "('coder-*@beir/scifact').")
 
 
 def _files() -> dict[str, Path]:
@@ -126,13 +127,16 @@ def status(only: Optional[str] = OnlyOpt, data_dir: DataDirOpt = None, home: Hom
 def bundle(
     out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="Bundle file (default: the installed "
                                             "benchmarks/reference/bundle.jsonl.gz)."),
+    add: bool = typer.Option(False, "--add", help="Add the build store's results to the existing bundle (one with "
+                             "the same key is replaced) instead of writing the build store alone: for a "
+                             "build of part of the plan (--only)."),
     home: HomeOpt = None,
 ) -> None:
     """Write the build store as the bundle: gzip-compressed JSON lines, rankings cut to the plan's
     depth (top 10), per-query measures, spec, provenance, environment and ledger kept."""
     from .cli import console, fail, home_dir
     from .exchange import ExchangeError
-    from .reference import load_plan, write_bundle
+    from .reference import add_to_bundle, load_plan, write_bundle
     from .store import Store
 
     files = _files()
@@ -143,10 +147,16 @@ def bundle(
     plan = load_plan(files["plan"])
     with Store(path) as store:
         try:
-            n = write_bundle(store, target, depth=plan.depth, plan=plan)
-        except ExchangeError as e:
-            fail(str(e))
-    console.print(f"wrote {n} result(s) to {target} ({target.stat().st_size / 1e6:.1f} MB)", soft_wrap=True)
+            if add:
+                if not target.exists():
+                    fail(f"--add: no bundle at {target} to add to")
+                added, replaced = add_to_bundle(store, target, depth=plan.depth, plan=plan)
+            else:
+                n = write_bundle(store, target, depth=plan.depth, plan=plan)
+        except (ExchangeError, OSError, ValueError) as e:
+            fail(f"{target}: {e}")
+    what = f"added {added} result(s) and replaced {replaced}" if add else f"wrote {n} result(s)"
+    console.print(f"{what} in {target} ({target.stat().st_size / 1e6:.1f} MB)", soft_wrap=True)
 
 
 @reference_app.command("import")

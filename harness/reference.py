@@ -23,6 +23,7 @@ import fnmatch
 import gzip
 import hashlib
 import io
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -124,7 +125,8 @@ def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[
     """The plan as jobs, each configuration's benchmarks resolved (its own list, else its suites',
     else the plan's) and split into those on disk and those skipped; ``only`` (an fnmatch pattern)
     keeps the configurations whose label matches (a configuration without a label is labelled by
-    its retriever), or the benchmarks that match."""
+    its retriever), or the benchmarks that match; ``LABEL@BENCHMARK`` keeps the benchmarks that
+    match the second pattern of the configurations that match the first."""
     out = []
     for c in plan.config:
         names: list[str] = list(c.benchmarks)
@@ -133,7 +135,12 @@ def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[
                 if s not in suites:
                     raise PlanError(f"configuration {c.display!r}: unknown suite {s!r}")
                 names += [b for b in suites[s].get("benchmarks", []) if b not in names]
-        if only and not fnmatch.fnmatch(c.display, only):
+        if only and "@" in only:  # LABEL@BENCHMARK: both patterns must match
+            label, bench = only.split("@", 1)
+            names = [b for b in names if fnmatch.fnmatch(b, bench)] if fnmatch.fnmatch(c.display, label) else []
+            if not names:
+                continue
+        elif only and not fnmatch.fnmatch(c.display, only):
             names = [b for b in names if fnmatch.fnmatch(b, only)]
             if not names:
                 continue
@@ -179,6 +186,57 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
     finally:
         tmp.unlink(missing_ok=True)
     return n
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: Plan | None = None) -> tuple[int, int]:
+    """Add the results of ``store`` (a build store holding part of the plan) to the bundle at
+    ``path``, as :func:`write_bundle` would write them: a result whose key the bundle holds is
+    replaced (a rebuild), the others are added after the bundle's; each benchmark's content lines
+    (the ranked documents, queries and judgments a reader needs) gain what the new results rank.
+    Written to a temporary file and renamed. Returns (added, replaced)."""
+    from .exchange import CONTENT_KIND
+
+    path = Path(path)
+    old = _read_lines(path)
+    fresh_path = path.with_name(f".{path.name}.new")
+    try:
+        write_bundle(store, fresh_path, depth=depth, plan=plan)
+        new = _read_lines(fresh_path)
+    finally:
+        fresh_path.unlink(missing_ok=True)
+    fresh = {d["key"]: d for d in new if "key" in d}
+    content = {(d["benchmark"], d["benchmark_version"]): d for d in old if d.get("kind") == CONTENT_KIND}
+    lines = [fresh.get(d["key"], d) if "key" in d else d for d in old]
+    replaced = sum(1 for d in old if d.get("key") in fresh)
+    held = {d["key"] for d in old if "key" in d}
+    added = [d for k, d in fresh.items() if k not in held]
+    for d in new:
+        if d.get("kind") != CONTENT_KIND:
+            continue
+        have = content.get((d["benchmark"], d["benchmark_version"]))
+        if have is None:
+            content[(d["benchmark"], d["benchmark_version"])] = d
+            lines.append(d)
+            continue
+        for name in ("documents", "queries", "qrels"):
+            seen = {json.dumps(x, sort_keys=True) for x in have.get(name, [])}
+            have[name] = have.get(name, []) + [x for x in d.get(name, []) if json.dumps(x, sort_keys=True) not in seen]
+        if "documents" in have:
+            have["documents"].sort(key=lambda x: x["docid"])
+    lines += added
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz:
+            gz.write("".join(json.dumps(d, sort_keys=True, allow_nan=False) + "\n" for d in lines).encode("utf-8"))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return len(added), replaced
 
 
 @dataclass

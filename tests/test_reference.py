@@ -209,3 +209,50 @@ note = "the first 2 queries only"
     assert slice_pages, sorted(p.name for p in (site / "bench").glob("*.html"))
     text = slice_pages[0].read_text(encoding="utf-8")
     assert "A documented slice" in text and "A smoke run" not in text and "the first 2 queries only" in text
+
+
+def test_a_partial_build_is_added_to_the_bundle(tmp_path: Path, monkeypatch) -> None:
+    """`--only LABEL@BENCHMARK` builds one configuration on one benchmark; `bundle --add` adds its
+    result to the bundle (a rebuilt key replaced, nothing else touched) and the result imports verified."""
+    files = install_plan(tmp_path, monkeypatch, more='''
+[[config]]
+retriever = "bm25"
+label = "bm25 (b=0.3)"
+params = { b = 0.3 }
+benchmarks = [{bench}]
+''')
+    first = tmp_path / "first"
+    res = invoke("reference", "build", "--home", str(first), "--only", "bm25")
+    assert res.exit_code == 0 and "bm25: 1 benchmark(s)" in res.output and "(b=0.3)" not in res.output, res.output
+    assert invoke("reference", "bundle", "--home", str(first)).exit_code == 0
+    with gzip.open(files["bundle"], "rt", encoding="utf-8") as f:
+        before = [json.loads(x) for x in f]
+
+    second = tmp_path / "second"
+    res = invoke("reference", "build", "--home", str(second), "--only", "bm25 (b=*@beir/tiny-*", "--dry-run")
+    assert res.exit_code == 0 and "bm25 (b=0.3): 1 benchmark(s)" in res.output and "k1" not in res.output, res.output
+    res = invoke("reference", "build", "--home", str(second), "--only", "bm25 (b=0.3)@nothing-here", "--dry-run")
+    assert res.exit_code == 0 and "(b=0.3)" not in res.output, res.output
+    assert invoke("reference", "build", "--home", str(second), "--only", "bm25 (b=*@beir/*").exit_code == 0
+    assert invoke("reference", "build", "--home", str(second), "--only", "bm25").exit_code == 0  # a rebuild
+    res = invoke("reference", "bundle", "--home", str(second), "--add")
+    assert res.exit_code == 0 and "added 1 result(s) and replaced 1" in " ".join(res.output.split()), res.output
+    with gzip.open(files["bundle"], "rt", encoding="utf-8") as f:
+        after = [json.loads(x) for x in f]
+    keys = [d["key"] for d in after if "key" in d]
+    assert keys[:1] == [d["key"] for d in before if "key" in d] and len(keys) == 2 == len(set(keys))
+    assert [d["label"] for d in after if "key" in d] == ["bm25", "bm25 (b=0.3)"]
+    (content,) = [d for d in after if d.get("kind") == "benchmark_content"]
+    ranked = {d for x in after if "key" in x for r in x["rankings"].values() for d, _ in r}
+    assert ranked <= {d["docid"] for d in content["documents"]}
+    # the added result comes in verified, like the rest
+    monkeypatch.setenv("BEYONDSIM_HOME", str(tmp_path / "user"))
+    res = invoke("reference", "import")
+    assert res.exit_code == 0, res.output
+    with Store(tmp_path / "user" / "results.sqlite") as store:
+        assert sorted((r.label, trust_of(r.extra)) for r in store.results()) == \
+            [("bm25", "verified"), ("bm25 (b=0.3)", "verified")]
+    # --add without a bundle to add to is refused, and writes nothing
+    files["bundle"].unlink()
+    res = invoke("reference", "bundle", "--home", str(second), "--add")
+    assert res.exit_code != 0 and "no bundle" in res.output and not files["bundle"].exists()
