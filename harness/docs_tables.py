@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from . import measures
+from .data import default_home
 from .registry import BENCHMARK_GROUP, FOLDER_LOADER, RETRIEVER_GROUP, retriever_info
 
 OUT_DIR = Path("docs") / "reference"
@@ -47,14 +48,25 @@ def _own_entry_points(group: str) -> list[Any]:
                   key=lambda ep: ep.name)
 
 
+def portable(text: Any) -> str:
+    """``text`` with this machine's paths named as a user would write them: the home of the store
+    (a loader's description may say where it writes) as ``$BEYONDSIM_HOME``, the user's home as
+    ``~``."""
+    s = str(text)
+    for path, name in ((str(default_home()), "$BEYONDSIM_HOME"), (str(Path.home()), "~")):
+        if len(path) > 1:
+            s = s.replace(path, name)
+    return s
+
+
 def cell(text: Any) -> str:
-    """``text`` as one Markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """``text`` as one Markdown table cell: one line, pipes escaped, no machine path."""
+    return " ".join(portable(text).split()).replace("|", "\\|")
 
 
 def code(text: Any) -> str:
     """``text`` as inline code in a table cell (a backtick inside takes a longer fence)."""
-    s = " ".join(str(text).split()).replace("|", "\\|")
+    s = " ".join(portable(text).split()).replace("|", "\\|")
     fence = "``" if "`" in s else "`"
     return f"{fence}{s}{fence}" if s else ""
 
@@ -128,7 +140,7 @@ def benchmarks_md() -> str:
             protocols = getattr(loader, "protocol_variants", None)
             other = protocols(name) if callable(protocols) else {}
             rows.append((name, [
-                code(name), code(ep_name), cell(info.task),
+                code(name), code(f"{loader.__module__}:{loader.__qualname__}"), cell(info.task),
                 ", ".join(code(m) for m in getattr(loader, "default_measures", ())) or "–",
                 str(getattr(loader, "relevance_threshold", 1)), cell(info.description), cell(info.source),
                 cell(info.license),
@@ -144,7 +156,7 @@ def benchmarks_md() -> str:
              "Comp when its grade reaches the relevance threshold. Any BEIR-format folder also runs as a "
              "benchmark when given by path (the `folder` loader).")
     body = ["## Loaders", "", *table(["entry point", "class", "task"], loader_rows), "", "## Benchmarks", "",
-            *table(["name", "loader", "task", "headline measures", "relevance threshold", "description", "source",
+            *table(["name", "loader class", "task", "headline measures", "relevance threshold", "description", "source",
                     "licence", "scored under a paper's protocol by"], [r for _, r in rows])]
     return _page("Benchmarks", intro, body)
 
