@@ -150,13 +150,13 @@ def benchmarks_md() -> str:
                    for n, c in loaders]
     intro = ("Every benchmark the project's loaders list (each split and family member), from the loaders' "
              "metadata (entry point group `beyondsim.benchmarks`). A benchmark's *version* is the "
-             "fingerprint of its content, computed when it loads, so it is not listed here. The headline "
-             "measures are the loader's defaults; every result also gets its task family's measures "
+             "fingerprint of its content, computed when it loads, so it is not listed here. The default "
+             "measures are the loader's (`default_measures`); every result also gets its task family's measures "
              "([measures.md](measures.md#defaults-by-task)). A document is relevant for R, MAP, P, RR and "
              "Comp when its grade reaches the relevance threshold. Any BEIR-format folder also runs as a "
              "benchmark when given by path (the `folder` loader).")
     body = ["## Loaders", "", *table(["entry point", "class", "task"], loader_rows), "", "## Benchmarks", "",
-            *table(["name", "loader class", "task", "headline measures", "relevance threshold", "description", "source",
+            *table(["name", "loader class", "task", "default measures", "relevance threshold", "description", "source",
                     "licence", "scored under a paper's protocol by"], [r for _, r in rows])]
     return _page("Benchmarks", intro, body)
 
