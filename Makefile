@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-slow test-llm install install-test install-llm clean
+.PHONY: demo test test-slow test-llm install install-test install-llm docs clean
 
 # torch is pinned in the same pip call as the project: the CPU wheel; an unpinned torch
 # would pull a multi-GB CUDA build.
@@ -57,6 +57,12 @@ test-slow: install-test
 ## The embedded-LLM integration tests (HyDE and DEO against the real llama.cpp server).
 test-llm: install-llm
 	$(BIN)/python -m pytest -q -m llm
+
+## Write the reference tables of docs/reference/ (retrievers, benchmarks, measures) from the registered
+## metadata; tests/test_docs.py fails when the committed tables are not what this writes.
+DOCS_PY ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY))
+docs:
+	$(DOCS_PY) -m harness.docs_tables docs/reference
 
 clean:
 	rm -rf $(VENV) leaderboard *.egg-info

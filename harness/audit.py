@@ -1,4 +1,5 @@
-"""The cost and efficiency audit behind ``beyondsim audit`` (DESIGN.md §6): functions over stored
+"""The cost and efficiency audit behind ``beyondsim audit``
+(docs/design/ledger-and-cost.md#the-audit): functions over stored
 :class:`~harness.store.ResultRecord` s, free of the command line.
 
 * :func:`group` sums phase times and LLM calls per retriever × benchmark pair, retriever,

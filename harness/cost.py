@@ -1,4 +1,5 @@
-"""Cold-equivalent cost of stored results, and the one value type for money (DESIGN.md §6).
+"""Cold-equivalent cost of stored results, and the one value type for money
+(docs/design/ledger-and-cost.md#cold-cost).
 
 A result that reuses a cached artefact — an embedding cache entry, an encoder's loaded weights, a
 trained encoder, an LLM reply — did not pay for it in *this run*, but a run on a fresh machine

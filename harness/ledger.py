@@ -1,4 +1,4 @@
-"""Cost and time ledger (DESIGN.md §6).
+"""Cost and time ledger (docs/design/ledger-and-cost.md#the-ledger).
 
 Phases: ``load``, ``model``, ``fit``, ``index`` (offline), ``search`` (online), ``evaluate``; each
 records wall and CPU seconds and the number of items processed. ``model`` is the loading of model

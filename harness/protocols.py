@@ -1,4 +1,4 @@
-"""The retriever protocols and the context every retriever receives (DESIGN.md §4).
+"""The retriever protocols and the context every retriever receives (docs/design/protocols.md).
 
 A retriever never opens its own HTTP client, reads keys from the environment or times itself:
 ``RunContext`` hands out the shared LLM client, the encoder pool with its embedding cache, the

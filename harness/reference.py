@@ -5,8 +5,9 @@ recomputed it.
 * :func:`load_plan` reads the plan (a TOML file, found through the ``beyondsim.reference`` entry
   point group): which configurations run, with which seeds, on which benchmarks, and on what slice
   where the full set is too slow on a CPU (with the reason, shown with the results);
-* :func:`build` runs the plan into a results store of its own — resumable like every run: a
-  finished result is kept, so ``--only`` chunks and interrupted builds add up;
+* ``beyondsim reference build`` runs the plan (:func:`jobs`) into a results store of its own —
+  resumable like every run: a finished result is kept, so ``--only`` chunks and interrupted builds
+  add up;
 * :func:`write_bundle` exports that store as gzip-compressed JSON lines with rankings cut to the
   top :data:`BUNDLE_DEPTH` (per-query measures, spec, provenance, environment and ledger kept);
 * :func:`ensure_imported` brings a bundle into a user's store once per bundle: every result is

@@ -1,4 +1,5 @@
-"""Confidence intervals and significance tests over per-query values (DESIGN.md §5)."""
+"""Confidence intervals and significance tests over per-query values
+(docs/design/measures.md#intervals-and-significance)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The results store: SQLite in WAL mode (DESIGN.md §9).
+"""The results store: SQLite in WAL mode (docs/design/store.md#the-store).
 
 A result is keyed by ``(retriever spec hash, benchmark version, seed, depth k, harness version)``,
 and kept in one of two *slots* per key: ``own`` (computed by this harness here: ``run``, ``submit``)

@@ -1,6 +1,6 @@
 """Core data types shared by every part of beyondsim.
 
-Conventions (see DESIGN.md §3):
+Conventions (see docs/design/types.md):
 
 * ``Corpus`` keeps documents in a fixed order; that order is the row order of every embedding
   matrix built from it.

@@ -1,4 +1,4 @@
-"""Static leaderboard site and paper tables rendered from the results store (DESIGN.md §9)."""
+"""Static leaderboard site and paper tables rendered from the results store (docs/design/store.md#the-site)."""
 
 from .compare import Leaderboard, compare, summary_rows
 from .site import render_site

@@ -1,5 +1,5 @@
-"""Inline SVG plots for the static site (DESIGN.md §9): no JavaScript, no network, no dependency
-beyond numpy.
+"""Inline SVG plots for the static site (docs/design/store.md#the-site): no JavaScript, no network,
+no dependency beyond numpy.
 
 Every builder returns one ``<svg>`` element as a string, ready to be placed in a page with Jinja's
 ``|safe``: all text it embeds (title, axis labels, legend entries, tick and cell labels) is

@@ -1,4 +1,4 @@
-"""Render the static leaderboard site from the results store (DESIGN.md §9).
+"""Render the static leaderboard site from the results store (docs/design/store.md#the-site).
 
 The site is built from the store alone — no benchmark or retriever is loaded — so it can be
 rendered anywhere a ``results.sqlite`` can be read: :func:`reports.compare.compare` turns the store

@@ -1,5 +1,5 @@
 """CoDeR: a topical encoder ``E_T`` and a trained constraint-compatibility encoder ``E_C``,
-composed by the two published policies (CoDeR §4, appendix F; METHODS.md).
+composed by the two published policies (CoDeR §4, appendix F; docs/methods/coder.md).
 
 ``coder-seq``
     Candidates ``C_T(q)``: the ``depth`` (100) documents nearest to the query under ``E_T``.
@@ -30,8 +30,8 @@ composed by the two published policies (CoDeR §4, appendix F; METHODS.md).
     pool. **[derived]** ``γ_q`` is a percentile of ``s̃_C`` over the pool, and the paper does not fix
     which way ``p`` reads, so ``direction`` says:
 
-    * ``"drop"`` (default, METHODS.md): ``γ_q`` = the ``p``-quantile — ``p`` is the share of the pool
-      filtered out (``p = 0.1`` keeps ~90 %, ``p = 0.8`` ~20 %);
+    * ``"drop"`` (default; docs/methods/coder.md#coder-union): ``γ_q`` = the ``p``-quantile —
+      ``p`` is the share of the pool filtered out (``p = 0.1`` keeps ~90 %, ``p = 0.8`` ~20 %);
     * ``"keep"``: ``γ_q`` = the ``(1−p)``-quantile — ``p`` is the share kept.
 
 Both policies break ties in the fused score by ``s_C``, then ``s_T``, then candidate order, and

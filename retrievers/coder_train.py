@@ -1,4 +1,5 @@
-"""Training CoDeR's constraint-compatibility encoder ``E_C`` (CoDeR appendix B; METHODS.md).
+"""Training CoDeR's constraint-compatibility encoder ``E_C`` (CoDeR appendix B;
+docs/methods/coder.md#training-the-compatibility-encoder).
 
 Two stages, each one epoch, continuing from the previous stage's weights:
 

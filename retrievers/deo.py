@@ -11,7 +11,7 @@
      LLM, zero API cost. This goes beyond the paper.
    Both lists are cleaned the same way (``clean_decomposition``): no empty or duplicate items, the
    query itself never a positive, an item in both lists dropped from the positives, no positives →
-   ``[query]`` (METHODS.md).
+   ``[query]`` (docs/methods/deo.md#decomposition).
 2. **Optimisation.** The encoder stays frozen; the query embedding ``e`` (initialised at the
    original query embedding ``e_o``) is optimised by Adam (lr 1e-3, 20 steps) on::
 
@@ -25,7 +25,7 @@
 3. **Search.** Exact inner-product search with the optimised embeddings over the dense index (same
    encoder, prefixes and embedding cache as ``dense``). Sub-queries are embedded as queries.
 
-The DEO paper used gpt-4.1-nano at temperature 0.1; METHODS.md fixes 0 — ``temperature`` is a
+The DEO paper used gpt-4.1-nano at temperature 0.1; the default here is 0 — ``temperature`` is a
 parameter. Its exact prompt is not published; ``DECOMPOSE_PROMPT`` states the published intent.
 """
 

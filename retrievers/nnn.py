@@ -4,7 +4,7 @@ Both sit on top of :class:`retrievers.dense.DenseIndex`: documents and queries a
 by the shared encoder pool (same model, prefixes and cache as ``dense``, so embeddings computed
 for one are reused by the other) and L2-normalised.
 
-``nnn-fix`` (METHODS.md, NNN section) solves, per query q and corpus matrix D (rows = documents)::
+``nnn-fix`` (docs/methods/nnn.md#nnn-fix) solves, per query q and corpus matrix D (rows = documents)::
 
     w* = argmin_{w ≥ 0} ½‖Dᵀw − q‖² + λ1‖w‖₁ + (λ2/2)‖w‖²
 

@@ -1,10 +1,10 @@
-"""``nnn-tr``: NNN decoding with a model trained through unrolled FISTA (METHODS.md, NNN-Tr).
+"""``nnn-tr``: NNN decoding with a model trained through unrolled FISTA (docs/methods/nnn.md#nnn-tr).
 
 Two variants (param ``variant``; the solver's own ``mode`` param — "tol"/"iters" — is inherited
 from ``nnn-fix`` and means the decoding solver, hence the different name):
 
-``variant="paper"`` (default) — METHODS.md's NNN-Tr
----------------------------------------------------
+``variant="paper"`` (default) — the paper's NNN-Tr
+-------------------------------------------------
 * Query encoder fine-tuned: a trainable copy of the shared sentence-transformers model (the
   pool's model is never modified), AdamW at ``encoder_lr`` = 2e-5, weight decay 0.01. Query
   embeddings come from the model's own modules (token embeddings → mean pooling → normalise),
@@ -41,7 +41,8 @@ torch over the full training corpus, keeping the autograd graph (``unrolled_fist
 differentiable in D and Q). In the paper variant D = adapter(D₀) changes with every step, so L is
 recomputed each step from the detached adapted D (exact eigvalsh of the d × d Gram matrix; no
 gradient flows through L); gradients reach the encoder through Q and the adapter through D. The
-loss is the completeness loss of METHODS.md, with smooth max/min as softmax-weighted means::
+loss is NNN-Tr's completeness loss (docs/methods/nnn.md#nnn-tr), with smooth max/min as
+softmax-weighted means::
 
     smax_τ(v) = Σ_j softmax(v/τ)_j · v_j,     smin_τ(v) = Σ_j softmax(−v/τ)_j · v_j
     loss(q)   = ReLU(m + γ·smax_τ(x_{S^c}) − smin_τ(x_S))
@@ -71,8 +72,8 @@ state). After ``fit``, ``last_stats`` holds the fit
 statistics (variant, validation source, best epoch and Comp@5, epochs run, query counts, gate);
 after a ``search`` they are under ``last_stats["fit"]`` beside the solver statistics.
 
-Derived / deviations from METHODS.md
-------------------------------------
+Derived / deviations from the paper's recipe
+--------------------------------------------
 * [derived] the margin m = 0.05 in the loss (without it the all-zero solution is a minimiser).
 * [derived] d' is re-normalised to unit length (NNN decodes over unit-norm embeddings).
 * [derived] the corpus adapter learns at ``adapter_lr`` = 1e-3, not the encoder's 2e-5. Measured
@@ -81,7 +82,7 @@ Derived / deviations from METHODS.md
   does (‖d' − d‖ 0.003 → 0.09 after 3 epochs, 0.16 after 10; σ(a) only 0.0067 → 0.0070: the MLP
   grows, not the gate). Validation Comp@5 after epochs 1–3 was the same within noise (0.243 /
   0.253 / 0.283 at 1e-3, 0.246 / 0.258 / 0.283 at 2e-5): the encoder carries the gains there.
-* [derived] ``epochs`` (10) bounds training; METHODS.md gives only early stopping (patience 3).
+* [derived] ``epochs`` (10) bounds training; the recipe gives only early stopping (patience 3).
   ``max_train_queries`` / ``max_val_queries`` cap the work on CPU (seeded samples).
 * L is taken from the detached D (a step size, not a path for gradients); no weight decay on the
   gate a (decay would pull it towards 0, i.e. σ(a) towards ½).
@@ -130,9 +131,9 @@ class NNNTrParams(NNNParams):
     """``nnn-tr``: the ``nnn-fix`` fields (λ1 ``l1``, λ2 ``l2`` and the solver settings used for
     decoding — ``mode`` is the *solver* mode, "tol" or "iters") plus the training settings.
 
-    ``variant``: "paper" (fine-tuned query encoder + corpus-side adapter, METHODS.md) or
+    ``variant``: "paper" (fine-tuned query encoder + corpus-side adapter, docs/methods/nnn.md#nnn-tr) or
     "query-adapter" (frozen encoder, residual adapter on the query embedding; faster).
-    ``unroll``: FISTA steps unrolled in training (T = 50 in METHODS.md). ``epochs``: at most this
+    ``unroll``: FISTA steps unrolled in training (T = 50 in the paper's recipe). ``epochs``: at most this
     many epochs (early stopping usually ends sooner). ``encoder_lr``: AdamW rate of the query
     encoder (paper variant); ``adapter_lr``: AdamW rate of the adapter (either variant).
     ``max_train_queries`` / ``max_val_queries``: use at most this many training / validation
@@ -184,7 +185,8 @@ class QueryAdapter(nn.Module):
 
 
 class CorpusAdapter(nn.Module):
-    """``d' = normalize(d + σ(a)·MLP(d))`` with the gate ``a`` initialised to −5 (METHODS.md)."""
+    """``d' = normalize(d + σ(a)·MLP(d))`` with the gate ``a`` initialised to −5
+    (docs/methods/nnn.md#nnn-tr)."""
 
     def __init__(self, dim: int, hidden: int = HIDDEN, gate_init: float = GATE_INIT):
         super().__init__()

@@ -1,7 +1,8 @@
-"""The engine's boundaries (DESIGN.md §2, §4, §11): ``harness`` reaches methods and datasets only
-through the registry and names no concrete method in its logic; a retriever's registered name is
-its entry point name; the optional members are named protocols; method packages add verbs through
-an entry point group."""
+"""The engine's boundaries (docs/design/overview.md#packages-and-imports,
+docs/design/protocols.md#optional-members, docs/design/overview.md#names): ``harness`` reaches
+methods and datasets only through the registry and names no concrete method in its logic; a
+retriever's registered name is its entry point name; the optional members are named protocols;
+method packages add verbs through an entry point group."""
 
 from __future__ import annotations
 

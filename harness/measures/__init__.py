@@ -1,4 +1,4 @@
-"""Measures as values (DESIGN.md §5, METHODS.md "Measures").
+"""Measures as values (docs/design/measures.md; the list: docs/reference/measures.md).
 
 Names follow ir_measures: ``parse_measure("nDCG@10")`` is ``NDCG(cutoff=10)``. Each family is one
 class in one module of this package — the standard ones (``nDCG``, ``MAP``, ``R``, ``P``, ``RR``)
