@@ -489,7 +489,7 @@ class RayRunner(Runner):
         lost: list[tuple[Job, str]] = []
         while pending or in_flight:
             window = self.window() if pending else 0
-            while pending and error is None and not self.stopped and len(in_flight) < window:
+            while pending and error is None and self.settled.stop is None and len(in_flight) < window:
                 job = pending.popleft()
                 in_flight[self._submit(job, keeper)] = job
             if not in_flight:
@@ -522,7 +522,7 @@ class RayRunner(Runner):
             raise error
         if lost:
             raise RuntimeError(f"{len(lost)} job(s) did not finish: their worker or node was lost "
-                               f"({', '.join(sorted({why for _, why in lost}))}); the {self.settled_done} result(s) "
+                               f"({', '.join(sorted({why for _, why in lost}))}); the {self.settled.done} result(s) "
                                "that finished are stored: run the same command again to compute the rest")
 
     # -- grids (sweep, tune) --
@@ -541,7 +541,7 @@ class RayRunner(Runner):
         except Exception:  # noqa: BLE001 - the grid code raises the same error with its own message
             return 0
         for spec in specs:
-            job = Job(-1, spec, self.resolve(spec), bench, seed, 0, self.key(spec, bench, seed), benchmark)
+            job = Job(-1, spec, bench, seed, 0, self.key(spec, bench, seed), benchmark)
             self._prefetched[(spec.hash, bench.version, seed, False)] = (self._submit(job, None, analyse=False), job.key)
         return len(specs)
 

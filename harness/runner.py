@@ -86,7 +86,6 @@ class Job:
     """One (spec, benchmark, seed) of a run."""
     index: int  # its place in the run's order (the order of the outcomes)
     spec: RetrieverSpec
-    resolved: Resolved
     bench: Benchmark
     seed: int
     round: int  # its seed's place among the run's seeds
@@ -107,7 +106,7 @@ Computed = Union[ResultRecord, BudgetExceeded]
 
 
 @dataclass
-class _Settled:
+class Settled:
     """What one call of :meth:`Runner.run` has settled so far."""
     outcomes: dict[int, Outcome]
     stop: str | None = None  # why the LLM budget stopped it
@@ -161,11 +160,6 @@ def benchmark_info(bench: Benchmark) -> BenchmarkInfo:
                          bench.description, bench.source, bench.license)
 
 
-def resolve(spec: RetrieverSpec) -> Resolved:
-    """``spec``'s class looked up (by registered name, entry point or ``module:Class``)."""
-    return Resolved(get_retriever_class(spec.name), dict(spec.params))
-
-
 def check_protocols(specs: Sequence[RetrieverSpec], classes: Sequence[type] | None = None) -> None:
     """Every spec's class (``classes``, when looked up already) implements the retriever protocol
     (checked before any work); else a TypeError naming the class and what it lacks."""
@@ -192,7 +186,7 @@ class Runner:
         self._llm: LLMClient | None = None
         self.budget_stop: str | None = None  # why the run stopped early, when the LLM budget did it
         self._resolved: dict[str, Resolved] = {}  # spec hash -> its class, looked up once
-        self._settled = _Settled({})  # the current run's
+        self.settled = Settled({})  # the current (or last) run's outcomes, and whether the budget stopped it
 
     @property
     def llm(self) -> LLMClient:
@@ -256,11 +250,11 @@ class Runner:
         return dev
 
     def resolve(self, spec: RetrieverSpec) -> Resolved:
-        """``spec``'s class and LLM use, looked up on the first call for the spec and kept."""
-        got = self._resolved.get(spec.hash)
-        if got is None:
-            got = self._resolved[spec.hash] = resolve(spec)
-        return got
+        """``spec``'s class (by registered name, entry point or ``module:Class``), looked up on the
+        first call for the spec and kept."""
+        if spec.hash not in self._resolved:
+            self._resolved[spec.hash] = Resolved(get_retriever_class(spec.name), dict(spec.params))
+        return self._resolved[spec.hash]
 
     def uses_llm(self, spec: RetrieverSpec) -> bool:
         """Whether the retriever calls an LLM, as its registered metadata declares (a flag, or a
@@ -279,9 +273,8 @@ class Runner:
         """Every spec on every benchmark with every seed, in that order: a stored result is skipped
         (unless ``force``), every other is computed (:meth:`execute`) and settled as it comes
         (:meth:`settle`). An LLM budget that runs out stops the run (``budget_stop`` says why)."""
-        resolved = [self.resolve(s) for s in specs]
-        check_protocols(specs, [r.cls for r in resolved])
-        self._settled = settled = _Settled({})
+        check_protocols(specs, [self.resolve(s).cls for s in specs])
+        self.settled = settled = Settled({})
 
         def to_compute() -> Iterator[Job]:
             for job in self.plan(specs, benchmarks, seeds):
@@ -307,14 +300,13 @@ class Runner:
             measures_for(bench, self.s.extra_measures)  # a measure it cannot support stops the run here
             for spec in specs:
                 for seed in seeds:
-                    yield Job(next(index), spec, self.resolve(spec), bench, seed, rounds[seed],
-                              self.key(spec, bench, seed), bname, load_s)
+                    yield Job(next(index), spec, bench, seed, rounds[seed], self.key(spec, bench, seed), bname, load_s)
 
     def execute(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, Computed]]:
         """Compute ``jobs``, each with what it gave: here one after the other in this process,
         until the LLM budget stops the run (an error stops it at once)."""
         for job in jobs:
-            if self.stopped:
+            if self.settled.stop is not None:
                 return
             computed: Computed
             try:
@@ -322,16 +314,6 @@ class Runner:
             except BudgetExceeded as e:
                 computed = e
             yield job, computed
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the LLM budget has stopped the current run: no further job starts."""
-        return self._settled.stop is not None
-
-    @property
-    def settled_done(self) -> int:
-        """How many results the current run has computed and stored."""
-        return self._settled.done
 
     def skip(self, job: Job) -> Outcome:
         """``job``'s result is stored already: said so, and its benchmark's content saved if missing."""
@@ -345,8 +327,7 @@ class Runner:
         """Store what ``job`` computed, with the benchmark content for the drill-down; a result
         another run stored meanwhile is kept and said so; a job the LLM budget stopped stops the run."""
         if isinstance(computed, BudgetExceeded):
-            self._settled.stop = self._settled.stop or str(computed)
-            self.budget_stop = self._settled.stop
+            self.settled.stop = self.budget_stop = self.settled.stop or str(computed)
             return job.outcome("budget")
         if not self.store.save(computed, replace=self.s.force):  # another run stored it meanwhile
             self.log(f"skip {job.where}: stored meanwhile by another run [{job.key}]")
@@ -380,8 +361,8 @@ class Runner:
         if isinstance(retriever, Scorer):
             return retriever.score(asked, {q.id: sorted(wanted[q.id]) for q in asked}, ctx)
         short = [q for q in asked if not wanted[q.id] <= {d for d, _ in run.get(q.id, ())}]
-        full = as_run(retriever.search(short, len(bench.corpus), ctx),
-                                f"{type(retriever).__name__}.search") if short else Run()
+        full = as_run(retriever.search(short, len(bench.corpus), ctx), f"{type(retriever).__name__}.search") \
+            if short else Run()
         return {q.id: {d: s for d, s in full.get(q.id, ()) if d in wanted[q.id]} for q in short}
 
     def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
