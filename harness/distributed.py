@@ -37,6 +37,7 @@ given (``pip install 'beyondsim[ray]'``); without it nothing changes.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -44,16 +45,16 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .encoders import EmbeddingCache, EncoderPool, load_encoder
+from .errors import UserError
 from .llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
 from .protocols import Progress
-from .registry import (RetrieverSpec, get_retriever_class, looks_like_path, make_spec, retriever_info,
-                       stored_benchmark_name)
-from .runner import Outcome, Runner, Settings, check_protocols, measures_for
+from .registry import RetrieverSpec, looks_like_path, make_spec, retriever_info, stored_benchmark_name
+from .runner import Computed, Job, Runner, Settings
 from .store import MeasureValue, ResultRecord, Store
 from .types import split_slice
 
@@ -62,6 +63,9 @@ ENV_MAX_RETRIES = "BEYONDSIM_RAY_MAX_RETRIES"
 ENV_ENCODE_MIN = "BEYONDSIM_RAY_ENCODE_MIN"
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_ENCODE_MIN = 100_000
+PROBE_TIMEOUT_S = 5.0  # how long a cluster's address may take to accept a connection before it is refused
+# Ray's switch for local-only Ray: off, a node takes the loopback address and its servers listen there only
+LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 CPU_FAMILIES = frozenset({"lexical"})  # families whose work is not torch: a GPU would sit idle
 # the driver's environment variables that the job's workers get (API keys are not among them: set
 # those in the environment of each node's `ray start`, where Ray does not record them)
@@ -69,7 +73,7 @@ PASSED_ENV = ("BEYONDSIM_LLM_BASE_URL", "BEYONDSIM_LLM_MODEL", "HF_HOME", "HF_HU
               "SENTENCE_TRANSFORMERS_HOME", "TORCH_HOME", "NLTK_DATA", ENV_MAX_RETRIES, ENV_ENCODE_MIN)
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(UserError, RuntimeError):
     """Ray is not installed, or the cluster cannot be reached."""
 
 
@@ -118,12 +122,63 @@ class Cluster:
         return f"ray: {where}: {len(nodes)} node(s), {self.cpus} CPU(s), {self.gpus} GPU(s)"
 
 
+def host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a cluster address (``host:port``, ``[v6]:port``, ``ray://host:port``), or
+    ``None`` for ``local``, ``auto`` and an address without a port (Ray finds those itself)."""
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def probe(address: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Refuse ``address`` when nothing accepts a TCP connection there within ``timeout`` seconds
+    (``ray.init`` would retry for minutes)."""
+    where = host_port(address)
+    if where is None:
+        return
+    try:
+        with socket.create_connection(where, timeout=timeout):
+            pass
+    except OSError as e:
+        why = f"no answer within {timeout:g} s" if isinstance(e, TimeoutError) else \
+            (e.strerror or type(e).__name__).lower()
+        raise RayUnavailable(f"cannot join the Ray cluster at {address!r}: nothing accepts a connection on "
+                             f"{where[0]}:{where[1]} ({why}); is its head node started there?") from None
+
+
+@contextlib.contextmanager
+def _loopback_only(ray: Any) -> Iterator[None]:
+    """While a local cluster starts: Ray's local-only mode, in which the node takes 127.0.0.1 as its
+    address and its servers (GCS, raylet, workers) listen on the loopback interface only. Ray reads
+    the switch from the environment when it is imported; an already imported Ray has it set too."""
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    before_env, before = os.environ.get(LOCAL_ONLY_ENV), getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    os.environ[LOCAL_ONLY_ENV] = "0"
+    if before is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if before_env is None:
+            os.environ.pop(LOCAL_ONLY_ENV, None)
+        else:
+            os.environ[LOCAL_ONLY_ENV] = before_env
+        if before is not None:
+            constants.ENABLE_RAY_CLUSTER = before
+
+
 def connect(address: str, *, home: Path, data_dir: Path, num_cpus: int | None = None) -> Cluster:
-    """Join the cluster at ``address`` (``host:port`` or ``auto``) or, for ``local``, start one on this
-    machine (``num_cpus``: its worker slots, default every core). A process already connected keeps
-    its connection. The job's workers get ``BEYONDSIM_HOME`` = ``home``, ``BEYONDSIM_DATA`` =
-    ``data_dir`` and the variables of :data:`PASSED_ENV` that are set here."""
+    """Join the cluster at ``address`` (``host:port`` or ``auto``; one where nothing answers is
+    refused within :data:`PROBE_TIMEOUT_S` seconds) or, for ``local``, start one on this machine
+    that listens on the loopback interface only, without a dashboard (``num_cpus``: its worker
+    slots, default every core). A process already connected keeps its connection. The job's
+    workers get ``BEYONDSIM_HOME`` = ``home``, ``BEYONDSIM_DATA`` = ``data_dir`` and the variables
+    of :data:`PASSED_ENV` that are set here."""
     ray = import_ray()
+    if address != "local":
+        probe(address)
     if ray.is_initialized():
         return Cluster(address, started_here=False)
     env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
@@ -132,7 +187,8 @@ def connect(address: str, *, home: Path, data_dir: Path, num_cpus: int | None = 
     try:
         if address == "local":
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local cluster stays offline
-            ray.init(num_cpus=num_cpus, include_dashboard=False, **kw)
+            with _loopback_only(ray):
+                ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
             return Cluster(address, started_here=True)
         ray.init(address=address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -161,10 +217,9 @@ def record_from_dict(d: Mapping[str, Any]) -> ResultRecord:
     return ResultRecord(**fields)
 
 
-def wants_gpu(spec: RetrieverSpec) -> bool:
-    """Whether ``spec``'s work runs on a GPU when it has one: a class's own ``uses_gpu`` when it sets
-    one; else every registered family but :data:`CPU_FAMILIES`, and every retriever that trains."""
-    cls = get_retriever_class(spec.name)
+def wants_gpu(cls: type) -> bool:
+    """Whether a retriever class's work runs on a GPU when it has one: its own ``uses_gpu`` when it
+    sets one; else every registered family but :data:`CPU_FAMILIES`, and every retriever that trains."""
     own = getattr(cls, "uses_gpu", None)
     if isinstance(own, bool):
         return own
@@ -337,16 +392,6 @@ def _remote(name: str) -> Any:
 # -- the driver ----------------------------------------------------------------------------------
 
 
-@dataclass
-class _Job:
-    index: int
-    spec: RetrieverSpec
-    bench: Any  # the Benchmark the driver loaded
-    seed: int
-    key: str
-    name: str  # the benchmark's name as the workers load it
-
-
 def _cause(error: BaseException) -> BaseException:
     """The exception a task raised, out of Ray's wrapper."""
     cause = getattr(error, "cause", None)
@@ -369,11 +414,12 @@ class RayRunner(Runner):
         self._keeper: Any = None
         self.nodes: collections.Counter[str] = collections.Counter()  # host names of the finished jobs
         self.job_seconds: dict[str, float] = {}  # result key -> seconds its job took in its worker
+        self._worker_names: dict[str, str] = {}  # a benchmark as given -> as the workers load it
 
     # -- options --
 
     def job_options(self, spec: RetrieverSpec) -> dict[str, Any]:
-        gpu = self.s.device != "cpu" and self.cluster.gpus > 0 and wants_gpu(spec)
+        gpu = self.s.device != "cpu" and self.cluster.gpus > 0 and wants_gpu(self.resolve(spec).cls)
         # run_job is made remote without GPUs, so Ray keeps its worker processes (and the models they
         # loaded) between tasks, GPU tasks included: it recycles a worker after every task only for a
         # function declared with GPUs
@@ -402,9 +448,16 @@ class RayRunner(Runner):
             import_ray().kill(self._keeper)
             self._keeper = None
 
-    def _submit(self, job: _Job, keeper: Any, analyse: bool = True) -> Any:
+    def worker_name(self, benchmark: str) -> str:
+        """``benchmark`` as a worker loads it: a folder path resolved the way its loader names it."""
+        if benchmark not in self._worker_names:
+            self._worker_names[benchmark] = stored_benchmark_name(benchmark) if looks_like_path(benchmark) \
+                else benchmark
+        return self._worker_names[benchmark]
+
+    def _submit(self, job: Job, keeper: Any, analyse: bool = True) -> Any:
         return _remote("run_job").options(**self.job_options(job.spec)).remote(
-            self.worker_settings, job.spec, job.name, job.seed, keeper, analyse)
+            self.worker_settings, job.spec, self.worker_name(job.name), job.seed, keeper, analyse)
 
     def _received(self, out: Mapping[str, Any], key: str) -> ResultRecord:
         for line in out["lines"]:
@@ -420,74 +473,48 @@ class RayRunner(Runner):
 
     # -- the matrix --
 
-    def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
+    def execute(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, Computed]]:
+        """Compute ``jobs`` as Ray tasks: all planned first (every stored result is skipped before the
+        first task goes), sent seed-major in a window of :meth:`window` tasks, and each record given
+        back as it arrives. A job that raises stops the sending and, once the tasks in flight are
+        in, the run with its error; jobs whose worker or node was lost end the run with an error
+        that says how many; the LLM budget stops the sending."""
         ray = import_ray()
-        check_protocols(specs)
-        outcomes: dict[int, Outcome] = {}
-        pending: collections.deque[_Job] = collections.deque()
-        index = itertools.count()
-        for bname in benchmarks:
-            bench, _ = self.load_benchmark(bname)
-            measures_for(bench, self.s.extra_measures)  # a measure it cannot support stops the run here
-            name = stored_benchmark_name(bname) if looks_like_path(bname) else bname
-            for spec in specs:
-                for seed in seeds:
-                    i, key = next(index), self.key(spec, bench, seed)
-                    if self.store.has(key) and not self.s.force:
-                        self.log(f"skip {spec.display} on {bench.name} (seed {seed}): result exists "
-                                 f"[{key}] — use --force to recompute")
-                        stored = self.store.get(key)
-                        if stored is not None and not self.store.has_benchmark_content(bench.version):
-                            self.save_content(bench, self.store.rankings(stored.id))
-                        outcomes[i] = Outcome(spec, bench.name, seed, key, "skipped", stored, bench.default_measures)
-                        continue
-                    pending.append(_Job(i, spec, bench, seed, key, name))
         # seed-major: the first seed of every (retriever, benchmark) goes first, so the later seeds find
         # its encoded corpus in the shared cache instead of encoding it at the same time on another node
-        position = {seed: n for n, seed in enumerate(dict.fromkeys(seeds))}
-        pending = collections.deque(sorted(pending, key=lambda j: (position[j.seed], j.index)))
+        pending = collections.deque(sorted(jobs, key=lambda j: (j.round, j.index)))
         keeper = self.keeper([j.spec for j in pending])
-        in_flight: dict[Any, _Job] = {}
+        in_flight: dict[Any, Job] = {}
         error: BaseException | None = None
-        lost: list[tuple[_Job, str]] = []
+        lost: list[tuple[Job, str]] = []
         while pending or in_flight:
             window = self.window() if pending else 0
-            while pending and error is None and self.budget_stop is None and len(in_flight) < window:
+            while pending and error is None and self.settled.stop is None and len(in_flight) < window:
                 job = pending.popleft()
                 in_flight[self._submit(job, keeper)] = job
             if not in_flight:
                 break
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             job = in_flight.pop(ready[0])
-            spec, bench, seed, key = job.spec, job.bench, job.seed, job.key
-            where = f"{spec.display} on {bench.name} (seed {seed})"
             try:
-                rec = self._received(ray.get(ready[0]), key)
+                rec = self._received(ray.get(ready[0]), job.key)
             except ray.exceptions.RayTaskError as e:  # the job raised
                 cause = _cause(e)
                 if isinstance(cause, BudgetExceeded):
-                    self.budget_stop = self.budget_stop or str(cause)
-                    outcomes[job.index] = Outcome(spec, bench.name, seed, key, "budget", None, bench.default_measures)
+                    yield job, cause
                 else:
-                    self.log(f"failed: {where}: {type(cause).__name__}: {cause}")
+                    self.log(f"failed: {job.where}: {type(cause).__name__}: {cause}")
                     error = error or cause
                 continue
             except ray.exceptions.RayError as e:  # the worker or its node died (after Ray's retries)
-                self.log(f"lost: {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                self.log(f"lost: {job.where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
                 lost.append((job, type(e).__name__))
                 continue
             except RuntimeError as e:
-                self.log(f"failed: {where}: {e}")
+                self.log(f"failed: {job.where}: {e}")
                 error = error or e
                 continue
-            if not self.store.save(rec, replace=self.s.force):  # another run stored it meanwhile
-                self.log(f"skip {where}: stored meanwhile by another run [{key}]")
-                outcomes[job.index] = Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key),
-                                              bench.default_measures)
-                continue
-            self.save_content(bench, rec.rankings)
-            outcomes[job.index] = Outcome(spec, bench.name, seed, key, "done", rec, bench.default_measures)
-        done = sum(o.status == "done" for o in outcomes.values())
+            yield job, rec
         if self.nodes:
             self.log(f"ray: {sum(self.nodes.values())} job(s) computed on {len(self.nodes)} node(s): "
                      + ", ".join(f"{h} ({n})" for h, n in sorted(self.nodes.items())))
@@ -495,12 +522,8 @@ class RayRunner(Runner):
             raise error
         if lost:
             raise RuntimeError(f"{len(lost)} job(s) did not finish: their worker or node was lost "
-                               f"({', '.join(sorted({why for _, why in lost}))}); the {done} result(s) that finished "
-                               "are stored: run the same command again to compute the rest")
-        if self.budget_stop is not None:
-            self.log(f"stopped: {self.budget_stop}. {done} result(s) of this run are stored; every LLM response "
-                     "received is cached, so a rerun with a larger budget resumes without paying for them again")
-        return [outcomes[i] for i in sorted(outcomes)]
+                               f"({', '.join(sorted({why for _, why in lost}))}); the {self.settled.done} result(s) "
+                               "that finished are stored: run the same command again to compute the rest")
 
     # -- grids (sweep, tune) --
 
@@ -517,9 +540,8 @@ class RayRunner(Runner):
                      for combo in itertools.product(*grid.values())]
         except Exception:  # noqa: BLE001 - the grid code raises the same error with its own message
             return 0
-        name = stored_benchmark_name(benchmark) if looks_like_path(benchmark) else benchmark
         for spec in specs:
-            job = _Job(-1, spec, bench, seed, self.key(spec, bench, seed), name)
+            job = Job(-1, spec, bench, seed, 0, self.key(spec, bench, seed), benchmark)
             self._prefetched[(spec.hash, bench.version, seed, False)] = (self._submit(job, None, analyse=False), job.key)
         return len(specs)
 

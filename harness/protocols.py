@@ -70,11 +70,12 @@ class RunContext:
 @runtime_checkable
 class Retriever(Protocol):
     """What every retriever implements: the runner indexes the corpus once, then searches with the
-    benchmark's evaluated queries."""
+    benchmark's evaluated queries. ``search`` returns a :class:`~harness.types.Run` or a plain
+    mapping ``{query_id: [(doc_id, score), ...]}`` (:func:`harness.types.as_run` reads it)."""
 
     def index(self, corpus: Corpus, ctx: RunContext) -> None: ...
 
-    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run: ...
+    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run | Mapping[str, Any]: ...
 
 
 # Optional members, each a named protocol the runner checks with ``isinstance`` (none is required).

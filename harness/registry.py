@@ -356,8 +356,9 @@ def build_params(pcls: type, given: Mapping[str, Any], owner: str, prefix: str) 
         raise ValueError(f"{owner}: bad parameters: {e}") from e
 
 
-def instantiate(spec: RetrieverSpec) -> Any:
-    cls = get_retriever_class(spec.name)
+def instantiate(spec: RetrieverSpec, cls: type | None = None) -> Any:
+    """An instance of ``spec``'s class (``cls`` when the caller has looked it up already) with its params."""
+    cls = cls or get_retriever_class(spec.name)
     pcls = params_class(cls)
     if pcls is NoParams and not hasattr(cls, "retriever_name"):
         return cls()

@@ -4,14 +4,21 @@ For every (retriever spec, benchmark, seed) it computes the result key; an exist
 skipped (and said so) unless ``force``. Each finished result is written to the store in one
 transaction before the next starts, so an interrupted run loses at most the result in flight
 and a rerun resumes where it stopped.
+
+One loop serves every runner: :meth:`Runner.plan` lists the jobs, :meth:`Runner.run` skips those
+stored and settles each result (:meth:`Runner.settle`: stored, stored meanwhile by another run, or
+stopped by the LLM budget); only :meth:`Runner.execute`, how the jobs compute, differs between
+this process and a Ray cluster (:class:`harness.distributed.RayRunner`).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -31,7 +38,7 @@ from .registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class,
                        retriever_info)
 from .stats import bootstrap_cis
 from .store import CONTENT_DEPTH, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
-from .types import Benchmark, Query, Run, slice_name
+from .types import Benchmark, Query, Run, as_run, slice_name
 
 DEFAULT_K = 100
 
@@ -59,6 +66,54 @@ class Outcome:
     status: str  # "done" | "skipped" | "budget" (stopped by the LLM budget before it finished)
     record: ResultRecord | None = None
     headline: tuple[str, ...] = ()  # the benchmark's default measures, for summaries
+
+
+@dataclass(frozen=True, eq=False)
+class Resolved:
+    """A spec's class, looked up once per spec, and what its metadata says of the spec."""
+    cls: type
+    params: Mapping[str, Any]
+
+    @functools.cached_property
+    def uses_llm(self) -> bool:
+        """Whether it calls an LLM, as its registered metadata declares (a flag, or a function of
+        the params object when only some settings call one)."""
+        return retriever_info(self.cls).calls_llm(params_class(self.cls)(**self.params))
+
+
+@dataclass
+class Job:
+    """One (spec, benchmark, seed) of a run."""
+    index: int  # its place in the run's order (the order of the outcomes)
+    spec: RetrieverSpec
+    bench: Benchmark
+    seed: int
+    round: int  # its seed's place among the run's seeds
+    key: str
+    name: str  # the benchmark as the run was given it
+    load_s: float = 0.0
+
+    @property
+    def where(self) -> str:
+        return f"{self.spec.display} on {self.bench.name} (seed {self.seed})"
+
+    def outcome(self, status: str, record: ResultRecord | None = None) -> Outcome:
+        return Outcome(self.spec, self.bench.name, self.seed, self.key, status, record, self.bench.default_measures)
+
+
+# what a job's execution gives back: its record, or the LLM budget that stopped it
+Computed = Union[ResultRecord, BudgetExceeded]
+
+
+@dataclass
+class Settled:
+    """What one call of :meth:`Runner.run` has settled so far."""
+    outcomes: dict[int, Outcome]
+    stop: str | None = None  # why the LLM budget stopped it
+
+    @property
+    def done(self) -> int:
+        return sum(o.status == "done" for o in self.outcomes.values())
 
 
 # A retriever may leave a query without any document (BM25 with no matching term); more than this
@@ -105,11 +160,10 @@ def benchmark_info(bench: Benchmark) -> BenchmarkInfo:
                          bench.description, bench.source, bench.license)
 
 
-def check_protocols(specs: Sequence[RetrieverSpec]) -> None:
-    """Every spec's class implements the retriever protocol (checked before any work); else a
-    TypeError naming the class and what it lacks."""
-    for spec in specs:
-        cls = get_retriever_class(spec.name)
+def check_protocols(specs: Sequence[RetrieverSpec], classes: Sequence[type] | None = None) -> None:
+    """Every spec's class (``classes``, when looked up already) implements the retriever protocol
+    (checked before any work); else a TypeError naming the class and what it lacks."""
+    for spec, cls in zip(specs, classes or [get_retriever_class(s.name) for s in specs]):
         missing = missing_protocol_members(cls)
         if missing:
             raise TypeError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
@@ -131,6 +185,8 @@ class Runner:
         self.environment = environment(self.device)  # the same for every result of this run
         self._llm: LLMClient | None = None
         self.budget_stop: str | None = None  # why the run stopped early, when the LLM budget did it
+        self._resolved: dict[str, Resolved] = {}  # spec hash -> its class, looked up once
+        self.settled = Settled({})  # the current (or last) run's outcomes, and whether the budget stopped it
 
     @property
     def llm(self) -> LLMClient:
@@ -193,11 +249,17 @@ class Runner:
             return None
         return dev
 
+    def resolve(self, spec: RetrieverSpec) -> Resolved:
+        """``spec``'s class (by registered name, entry point or ``module:Class``), looked up on the
+        first call for the spec and kept."""
+        if spec.hash not in self._resolved:
+            self._resolved[spec.hash] = Resolved(get_retriever_class(spec.name), dict(spec.params))
+        return self._resolved[spec.hash]
+
     def uses_llm(self, spec: RetrieverSpec) -> bool:
         """Whether the retriever calls an LLM, as its registered metadata declares (a flag, or a
         function of the params object when only some settings call one)."""
-        cls = get_retriever_class(spec.name)
-        return retriever_info(cls).calls_llm(params_class(cls)(**spec.params))
+        return self.resolve(spec).uses_llm
 
     def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
         """The result key; an LLM retriever's includes the model, so the same method run with another
@@ -205,42 +267,73 @@ class Runner:
         spec_part = f"{spec.hash}|llm={self.llm.model}" if self.uses_llm(spec) else spec.hash
         return result_key(spec_part, bench.version, seed, self.s.k, HARNESS_VERSION)
 
+    # -- the run loop --
+
     def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
-        check_protocols(specs)
-        outcomes: list[Outcome] = []
+        """Every spec on every benchmark with every seed, in that order: a stored result is skipped
+        (unless ``force``), every other is computed (:meth:`execute`) and settled as it comes
+        (:meth:`settle`). An LLM budget that runs out stops the run (``budget_stop`` says why)."""
+        check_protocols(specs, [self.resolve(s).cls for s in specs])
+        self.settled = settled = Settled({})
+
+        def to_compute() -> Iterator[Job]:
+            for job in self.plan(specs, benchmarks, seeds):
+                if self.store.has(job.key) and not self.s.force:
+                    settled.outcomes[job.index] = self.skip(job)
+                else:
+                    yield job
+
+        for job, computed in self.execute(to_compute()):
+            settled.outcomes[job.index] = self.settle(job, computed)
+        if settled.stop is not None:
+            self.log(f"stopped: {settled.stop}. {settled.done} result(s) of this run are stored; every LLM response "
+                     "received is cached, so a rerun with a larger budget resumes without paying for them again")
+        return [settled.outcomes[i] for i in sorted(settled.outcomes)]
+
+    def plan(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> Iterator[Job]:
+        """The run's jobs in order, benchmark by benchmark (each loaded, and its measures checked,
+        when its first job is asked for)."""
+        index = itertools.count()
+        rounds = {seed: n for n, seed in enumerate(dict.fromkeys(seeds))}
         for bname in benchmarks:
             bench, load_s = self.load_benchmark(bname)
             measures_for(bench, self.s.extra_measures)  # a measure it cannot support stops the run here
             for spec in specs:
                 for seed in seeds:
-                    key = self.key(spec, bench, seed)
-                    if self.store.has(key) and not self.s.force:
-                        self.log(f"skip {spec.display} on {bench.name} (seed {seed}): result exists "
-                                 f"[{key}] — use --force to recompute")
-                        stored = self.store.get(key)
-                        if stored is not None and not self.store.has_benchmark_content(bench.version):
-                            self.save_content(bench, self.store.rankings(stored.id))
-                        outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", stored,
-                                                bench.default_measures))
-                        continue
-                    try:
-                        rec = self.run_one(spec, bench, seed, load_s)
-                    except BudgetExceeded as e:
-                        self.budget_stop = str(e)
-                        self.log(f"stopped: {e}. {sum(o.status == 'done' for o in outcomes)} result(s) of this run are "
-                                 "stored; every LLM response received is cached, so a rerun with a larger budget "
-                                 "resumes without paying for them again")
-                        outcomes.append(Outcome(spec, bench.name, seed, key, "budget", None, bench.default_measures))
-                        return outcomes
-                    if not self.store.save(rec, replace=self.s.force):  # another run stored it meanwhile
-                        self.log(f"skip {spec.display} on {bench.name} (seed {seed}): stored meanwhile by another "
-                                 f"run [{key}]")
-                        outcomes.append(Outcome(spec, bench.name, seed, key, "skipped", self.store.get(key),
-                                                bench.default_measures))
-                        continue
-                    self.save_content(bench, rec.rankings)
-                    outcomes.append(Outcome(spec, bench.name, seed, key, "done", rec, bench.default_measures))
-        return outcomes
+                    yield Job(next(index), spec, bench, seed, rounds[seed], self.key(spec, bench, seed), bname, load_s)
+
+    def execute(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, Computed]]:
+        """Compute ``jobs``, each with what it gave: here one after the other in this process,
+        until the LLM budget stops the run (an error stops it at once)."""
+        for job in jobs:
+            if self.settled.stop is not None:
+                return
+            computed: Computed
+            try:
+                computed = self.run_one(job.spec, job.bench, job.seed, job.load_s)
+            except BudgetExceeded as e:
+                computed = e
+            yield job, computed
+
+    def skip(self, job: Job) -> Outcome:
+        """``job``'s result is stored already: said so, and its benchmark's content saved if missing."""
+        self.log(f"skip {job.where}: result exists [{job.key}] — use --force to recompute")
+        stored = self.store.get(job.key)
+        if stored is not None and not self.store.has_benchmark_content(job.bench.version):
+            self.save_content(job.bench, self.store.rankings(stored.id))
+        return job.outcome("skipped", stored)
+
+    def settle(self, job: Job, computed: Computed) -> Outcome:
+        """Store what ``job`` computed, with the benchmark content for the drill-down; a result
+        another run stored meanwhile is kept and said so; a job the LLM budget stopped stops the run."""
+        if isinstance(computed, BudgetExceeded):
+            self.settled.stop = self.budget_stop = self.settled.stop or str(computed)
+            return job.outcome("budget")
+        if not self.store.save(computed, replace=self.s.force):  # another run stored it meanwhile
+            self.log(f"skip {job.where}: stored meanwhile by another run [{job.key}]")
+            return job.outcome("skipped", self.store.get(job.key))
+        self.save_content(job.bench, computed.rankings)
+        return job.outcome("done", computed)
 
     def save_content(self, bench: Benchmark, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> None:
         """What the reports' per-query drill-down shows: the benchmark's judged queries and
@@ -268,7 +361,8 @@ class Runner:
         if isinstance(retriever, Scorer):
             return retriever.score(asked, {q.id: sorted(wanted[q.id]) for q in asked}, ctx)
         short = [q for q in asked if not wanted[q.id] <= {d for d, _ in run.get(q.id, ())}]
-        full = retriever.search(short, len(bench.corpus), ctx) if short else Run()
+        full = as_run(retriever.search(short, len(bench.corpus), ctx), f"{type(retriever).__name__}.search") \
+            if short else Run()
         return {q.id: {d: s for d, s in full.get(q.id, ()) if d in wanted[q.id]} for q in short}
 
     def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
@@ -281,12 +375,13 @@ class Runner:
         ledger = Ledger(run=tag)
         ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
         self.encoders.ledger = ledger  # model loading is this result's "model" phase, not its index time
-        uses_llm = self.uses_llm(spec)
+        resolved = self.resolve(spec)
+        uses_llm = resolved.uses_llm
         ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
                          llm=self.llm if uses_llm else None, progress=self.progress,
                          cache_dir=self.s.home / "cache", benchmark_name=bench.name, task=bench.task,
                          data_dir=self.data_dir, online=self.s.online, log=self.log)
-        retriever = instantiate(spec)
+        retriever = instantiate(spec, resolved.cls)
         queries = bench.eval_queries
         if isinstance(retriever, Preparable):
             with ledger.phase("fit"):
@@ -310,7 +405,7 @@ class Runner:
         with ledger.phase("index", items=len(bench.corpus)):
             retriever.index(bench.corpus, ctx)
         with ledger.phase("search", items=len(queries)):
-            run = retriever.search(queries, self.s.k, ctx)
+            run = as_run(retriever.search(queries, self.s.k, ctx), f"retriever {spec.display!r}: search")
         run.validate(bench.corpus)
         empty = sum(1 for q in queries if not run.get(q.id))
         if empty > EMPTY_RANKINGS_TOLERATED * len(queries):
@@ -333,7 +428,6 @@ class Runner:
             extra["retriever"] = retriever.result_extra()
         if analyse and isinstance(retriever, Analysable):
             extra["analysis"] = retriever.analyse(bench, ctx)
-        cls = get_retriever_class(spec.name)
         facts = pool_facts(self.encoders)
         if facts:
             extra[FACTS_KEY] = facts
@@ -344,7 +438,7 @@ class Runner:
             n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
             **ledger.to_dict(),
             rankings=dict(run),
-            environment=self.environment, provenance=provenance(cls),
+            environment=self.environment, provenance=provenance(resolved.cls),
             extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
                    REUSED_KEY: ledger.reused,
                    **({"empty_rankings": empty} if empty else {}),

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
+from .errors import UserError
+
 TASKS = ("constraint", "topical", "completeness")
 
 _SLICE = re.compile(r"^(?P<base>.+)\[:(?P<n>[0-9]+)\]$")
@@ -202,8 +204,60 @@ class Benchmark:
         }
 
 
-class RunError(ValueError):
-    pass
+class RunError(UserError, ValueError):
+    """A ranking that breaks the run format: a bad return from ``search``, a malformed TREC file."""
+
+
+RUN_SHAPE = "a Run or a mapping {query_id: [(doc_id, score), ...]}"
+
+
+def _what(value: object) -> str:
+    """``value`` for a one-line message: its type and the start of its repr."""
+    return "None" if value is None else f"{type(value).__name__} {' '.join(repr(value).split())[:60]}"
+
+
+def as_run(value: object, source: str = "search") -> "Run":
+    """``value`` as a :class:`Run`: a ``Run`` is returned as it is; a plain mapping of query id to
+    ``[(doc_id, score), ...]`` (what MTEB and ranx take; a ``{doc_id: score}`` mapping per query is
+    ranked by score, ties in its order) is copied into one, the ids checked to be strings and the
+    scores numbers. Anything else is a :class:`RunError` in one line naming ``source`` (the
+    retriever's ``search``), what is expected and what came. Order, uniqueness and finiteness are
+    :meth:`Run.validate`'s to check."""
+    if isinstance(value, Run):
+        return value
+    if not isinstance(value, Mapping):
+        raise RunError(f"{source} returned {_what(value)}; expected {RUN_SHAPE}")
+    run = Run()
+    for qid, ranking in value.items():
+        where = f"{source} returned a mapping whose"
+        if not isinstance(qid, str):
+            raise RunError(f"{where} key {_what(qid)} is not a query id (a string); expected {RUN_SHAPE}")
+        if isinstance(ranking, Mapping):
+            ranking = sorted(ranking.items(), key=lambda pair: -_score(pair[1], qid, where))
+        elif isinstance(ranking, (str, bytes)) or not isinstance(ranking, Sequence):
+            raise RunError(f"{where} ranking of query {qid!r} is {_what(ranking)}, not a list of (doc_id, score) "
+                           f"pairs; expected {RUN_SHAPE}")
+        pairs: list[tuple[str, float]] = []
+        for rank, pair in enumerate(ranking, 1):
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise RunError(f"{where} ranking of query {qid!r} has {_what(pair)} at rank {rank}, not a "
+                               f"(doc_id, score) pair; expected {RUN_SHAPE}")
+            doc_id, score = pair
+            if not isinstance(doc_id, str):
+                raise RunError(f"{where} ranking of query {qid!r} has document id {_what(doc_id)} at rank {rank}; "
+                               "document ids are strings")
+            pairs.append((doc_id, _score(score, qid, where)))
+        run[qid] = pairs
+    return run
+
+
+def _score(score: object, qid: str, where: str) -> float:
+    if not isinstance(score, bool) and hasattr(type(score), "__float__"):
+        try:
+            return float(score)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            pass
+    raise RunError(f"{where} ranking of query {qid!r} has score {_what(score)}; scores are numbers")
 
 
 class Run(dict):

@@ -49,7 +49,7 @@ from harness.ledger import PHASES
 from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable, RunContext, Trainable)
 from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
                               make_spec, params_class, register, retriever_info)
-from harness.types import Corpus, Query, Run
+from harness.types import Corpus, Query, Run, as_run
 from . import citations
 
 DEFAULT_RERANKER = "BAAI/bge-reranker-large"
@@ -280,7 +280,7 @@ class Rerank:
         p = self.params
         depth = max(k, p.top_n) if p.keep_rest else p.top_n
         with self._timed(ctx, "search", "first_stage", len(queries)):
-            first = self.first.search(queries, depth, ctx)
+            first = as_run(self.first.search(queries, depth, ctx), f"first stage {type(self.first).__name__}: search")
         heads = {q.id: list(first.get(q.id, ()))[:p.top_n] for q in queries}
         pairs = [(q.text, self._text(d)) for q in queries for d, _ in heads[q.id]]
         with self._timed(ctx, "search", "reranker", len(pairs)):

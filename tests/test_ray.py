@@ -207,6 +207,90 @@ def _same_results(a: Store, b: Store, keys: set[str]) -> None:
         assert rb.rankings == ra.rankings, (ra.label, ra.benchmark, ra.seed)
 
 
+# -- reaching a cluster -------------------------------------------------------------------------------
+
+
+def test_an_address_where_nothing_answers_is_refused_within_seconds(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    data = make_beir(tmp_path / "tiny")
+    monkeypatch.setenv("BEYONDSIM_HOME", str(tmp_path / "home"))
+    started = time.monotonic()
+    r = CliRunner().invoke(app, ["run", "bm25", "-b", str(data), "--ray", "127.0.0.1:1"])
+    assert time.monotonic() - started < 30, r.output
+    assert r.exit_code != 0
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "'127.0.0.1:1'" in lines[0] and "nothing accepts a connection" in lines[0], r.output
+    assert not _stored(tmp_path / "home")
+
+
+# the driver of a `--ray local` cluster: its node's address, and where the processes it started listen
+LOCAL_DRIVER = """
+import json, os, sys
+from pathlib import Path
+import ray
+from harness import distributed
+
+def descendants(root):
+    parent = {}
+    for d in Path("/proc").iterdir():
+        try:
+            parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            pass
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree} - tree
+        tree, grew = tree | more, bool(more)
+    return tree
+
+def listening(pids):
+    owner = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    owner[link[8:-1]] = (Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:
+            pass
+    out = []
+    for table in ("tcp", "tcp6"):
+        for row in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            f = row.split()
+            if f[3] == "0A" and f[9] in owner:  # LISTEN
+                out.append([owner[f[9]], f[1].split(":")[0]])
+    return out
+
+home = Path(sys.argv[1])
+cluster = distributed.connect("local", home=home, data_dir=home, num_cpus=1)
+try:
+    worker_ip = ray.get(ray.remote(ray.util.get_node_ip_address).remote())
+    print(json.dumps({"started_here": cluster.started_here, "worker_ip": worker_ip,
+                      "nodes": [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]],
+                      "listening": listening(descendants(os.getpid()))}))
+finally:
+    distributed.shutdown()
+"""
+# 127.0.0.1 in /proc/net/tcp and tcp6 (an IPv4-mapped address), and ::1
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+def test_a_local_cluster_listens_on_the_loopback_interface_only(tmp_path: Path) -> None:
+    env = {k: v for k, v in _env(tmp_path / "home").items() if not k.startswith("RAY_ADDRESS")}
+    r = subprocess.run([sys.executable, "-c", LOCAL_DRIVER, str(tmp_path / "home")], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["started_here"] and got["nodes"] == ["127.0.0.1"] and got["worker_ip"] == "127.0.0.1"
+    names = {name for name, _ in got["listening"]}
+    assert {"gcs_server", "raylet"} <= names, got["listening"]
+    assert all(address in LOOPBACK for _, address in got["listening"]), got["listening"]
+
+
 # -- the matrix --------------------------------------------------------------------------------------
 
 

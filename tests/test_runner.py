@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.registry import make_spec
@@ -66,6 +67,23 @@ class Full(Echo):
 class Broken:
     def index(self, corpus, ctx):
         pass
+
+class EchoPlain(Echo):
+    """Echo's rankings as a plain dict of lists of (doc_id, score) pairs (what MTEB and ranx take)."""
+    def search(self, queries, k, ctx):
+        return {q: [(d, s) for d, s in r] for q, r in Echo.search(self, queries, k, ctx).items()}
+
+class EchoScores(Echo):
+    """Echo's rankings as a plain {query_id: {doc_id: score}} mapping (ties stay in the mapping's order)."""
+    def search(self, queries, k, ctx):
+        return {q: dict(r) for q, r in Echo.search(self, queries, k, ctx).items()}
+
+class BadReturn(Echo):
+    """Returns whatever ``bad`` is set to."""
+    bad = None
+
+    def search(self, queries, k, ctx):
+        return BadReturn.bad
 
 class Silent:
     """Keeps no document for any query (a filter that drops every candidate)."""
@@ -201,3 +219,47 @@ def test_a_ranking_with_an_infinite_score_is_refused_right_after_search() -> Non
 
     with pytest.raises(RunError, match="score inf at rank 1"):
         Run({"q": [("d1", float("inf")), ("d2", 1.0)]}).validate()
+
+
+def test_a_plain_mapping_from_search_scores_the_same_as_a_run(tmp_path: Path, user_module: str) -> None:
+    data = with_train_split(make_beir(tmp_path / "tiny"))
+    store = Store(tmp_path / "s.sqlite")
+    runner = Runner(Settings(home=tmp_path / "h", k=5, bootstrap=100), store, log=lambda m: None)
+    outs = runner.run([make_spec(f"{user_module}:{c}") for c in ("Echo", "EchoPlain", "EchoScores")], [str(data)], [0])
+    assert [o.status for o in outs] == ["done"] * 3
+    ref, *others = (store.get(o.key, full=True) for o in outs)
+    for rec in others:
+        assert rec.measures == ref.measures and rec.per_query == ref.per_query
+        assert rec.rankings == ref.rankings
+
+
+@pytest.mark.parametrize("bad, says", [
+    ([("d1", 1.0)], "returned list [('d1', 1.0)]"),
+    (None, "returned None"),
+    ({"q1": "d1"}, "ranking of query 'q1' is str 'd1'"),
+    ({"q1": [("d1", "high")]}, "has score str 'high'"),
+    ({"q1": [(1, 0.5)]}, "has document id int 1 at rank 1"),
+    ({1: [("d1", 0.5)]}, "key int 1 is not a query id"),
+])
+def test_anything_else_from_search_is_refused_in_one_line(tmp_path: Path, user_module: str, bad, says) -> None:
+    from harness.errors import UserError
+    from harness.types import RunError
+
+    data = with_train_split(make_beir(tmp_path / "tiny"))
+    store = Store(tmp_path / "s.sqlite")
+    __import__(user_module).BadReturn.bad = bad
+    runner = Runner(Settings(home=tmp_path / "h", k=5, bootstrap=0), store, log=lambda m: None)
+    with pytest.raises(RunError) as got:
+        runner.run([make_spec(f"{user_module}:BadReturn")], [str(data)], [0])
+    message = str(got.value)
+    assert isinstance(got.value, UserError) and "\n" not in message
+    assert message.startswith(f"retriever '{user_module}:BadReturn': search returned") and says in message, message
+    assert store.results() == []
+
+
+def test_a_mapping_of_scores_per_query_is_ranked_by_score() -> None:
+    from harness.types import Run, as_run
+
+    got = as_run({"q": {"d1": 0.2, "d2": np.float32(0.5), "d3": 0.2, "d4": 1}})
+    assert type(got) is Run and got == {"q": [("d4", 1.0), ("d2", 0.5), ("d1", 0.2), ("d3", 0.2)]}
+    assert all(type(s) is float for _, s in got["q"])
