@@ -1,4 +1,4 @@
-"""How the leaderboard's rows are ranked and tested, on the comparison objects of :mod:`reports.compare`.
+"""How the leaderboard's rows (:mod:`reports.rows`) are ranked and tested.
 
 * :func:`significance`: every row of a benchmark against the best *reference* row and the best
   *baseline* row (:class:`PairedTest`: a two-sided paired randomisation test on per-query values,
@@ -17,14 +17,13 @@ Nothing here reads the store; the rows come from :func:`reports.compare.collect`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.measures import parse_measure
 from harness.stats import holm, paired_randomization_tests
 from harness.trust import LEVELS, REPORTED, REPRODUCED
 
-if TYPE_CHECKING:
-    from .compare import Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec
+from .rows import Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec
 
 ALPHA = 0.05
 N_RESAMPLES = 10_000
@@ -160,7 +159,7 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
 # rank intervals
 
 
-Values = Callable[["ConfigGroup"], Mapping[str, Mapping[str, float]]]  # a row's per-query values
+Values = Callable[[ConfigGroup], Mapping[str, Mapping[str, float]]]  # a row's per-query values
 
 
 def rank_intervals(columns: Sequence[Mapping[str, float]], means: Sequence[float | None], higher: bool, *,
