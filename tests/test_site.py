@@ -534,7 +534,9 @@ def drill(out: Path, rel: str) -> dict:
     ``{anchor: {"qid", "text", "marks": {doc: mark}, "docs": [(doc, title, snippet, stored)],
     "measures": {name: text}}}`` in page order."""
     data = drilldown.page_data(out, rel)
-    res, content = data["result"], data["content"]
+    res = data["result"]
+    content = {"queries": dict(data["content"]["queries"]),
+               "docs": {d: (title, snippet) for d, title, snippet in data["content"]["docs"]}}
     out_q = {}
     for q in res["queries"]:
         docs = [res["docids"][i] for i, _, _ in q["t"]]
