@@ -211,7 +211,7 @@ def summary_rows(store: Store) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
-# per-query values and paired tests
+# per-query values
 
 
 class PerQuery:
