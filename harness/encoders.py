@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .embedding_cache import CHECKSUM_CHARS, EmbeddingCache, _texts_hash, file_checksum, warn_stderr  # noqa: F401
-from .protocols import NullProgress
+from .progress import NullProgress
 
 # alias -> (python module, attribute giving the model directory)
 PACKAGED_MODELS: dict[str, tuple[str, str]] = {

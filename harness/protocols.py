@@ -7,29 +7,17 @@ cost/time ledger and a progress reporter, so accounting is uniform and cannot be
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
+from .progress import NullProgress, Progress  # in a module of their own, so the encoder pool needs nothing here
 from .types import Benchmark, Corpus, Query, Run
 
 if TYPE_CHECKING:  # pragma: no cover
     from .encoders import EncoderPool
     from .leakage import TrainingData
     from .ledger import Ledger
-
-
-class Progress(Protocol):
-    def track(self, total: int, description: str) -> contextlib.AbstractContextManager[Callable[[int], None]]: ...
-
-
-class NullProgress:
-    """A progress reporter that reports nothing (tests, library use)."""
-
-    @contextlib.contextmanager
-    def track(self, total: int, description: str) -> Iterator[Callable[[int], None]]:
-        yield lambda n=1: None
 
 
 @dataclass

@@ -26,153 +26,25 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import hashlib
 import json
 import math
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
+from .errors import UserError
+from .store_schema import (IMPORTED, OWN, SCHEMA, SCHEMA_VERSION, allow_unknown_tokens, key_reproductions_by_source,
+                           mark_shipped_matrices, outdated, slot_results)
+
+STORE_FILE = "results.sqlite"  # the store's file in a home (open_store)
 CONTENT_DEPTH = 10  # documents kept (title + snippet) per stored ranking, for the drill-down
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction to finish
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-  id INTEGER PRIMARY KEY,
-  key TEXT NOT NULL,
-  retriever TEXT NOT NULL,
-  label TEXT NOT NULL,
-  spec_hash TEXT NOT NULL,
-  spec_json TEXT NOT NULL,
-  benchmark TEXT NOT NULL,
-  benchmark_version TEXT NOT NULL,
-  seed INTEGER NOT NULL,
-  k INTEGER NOT NULL,
-  harness_version TEXT NOT NULL,
-  created_at TEXT NOT NULL,
-  n_queries INTEGER NOT NULL,
-  n_missing INTEGER NOT NULL,
-  environment_json TEXT NOT NULL DEFAULT '{}',
-  provenance_json TEXT NOT NULL DEFAULT '{}',
-  extra_json TEXT NOT NULL DEFAULT '{}',
-  slot TEXT NOT NULL DEFAULT 'own',
-  UNIQUE (key, slot)
-);
-CREATE INDEX IF NOT EXISTS results_bench ON results(benchmark);
-CREATE TABLE IF NOT EXISTS measures (
-  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
-  measure TEXT NOT NULL,
-  mean REAL,
-  n INTEGER NOT NULL,
-  ci_low REAL,
-  ci_high REAL,
-  PRIMARY KEY (result_id, measure)
-);
-CREATE TABLE IF NOT EXISTS query_measures (
-  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
-  measure TEXT NOT NULL,
-  qid TEXT NOT NULL,
-  value REAL NOT NULL,
-  PRIMARY KEY (result_id, measure, qid)
-);
-CREATE TABLE IF NOT EXISTS phases (
-  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
-  phase TEXT NOT NULL,
-  wall_s REAL NOT NULL,
-  cpu_s REAL NOT NULL,
-  items INTEGER NOT NULL,
-  PRIMARY KEY (result_id, phase)
-);
-CREATE TABLE IF NOT EXISTS llm_calls (
-  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
-  model TEXT NOT NULL,
-  prompt_tokens INTEGER,
-  completion_tokens INTEGER,
-  latency_s REAL NOT NULL,
-  cached INTEGER NOT NULL,
-  usd REAL,
-  phase TEXT NOT NULL,
-  purpose TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id);
-CREATE TABLE IF NOT EXISTS rankings (
-  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
-  qid TEXT NOT NULL,
-  docids_json TEXT NOT NULL,
-  scores_json TEXT NOT NULL,
-  PRIMARY KEY (result_id, qid)
-);
-CREATE TABLE IF NOT EXISTS benchmarks (
-  name TEXT NOT NULL,
-  version TEXT NOT NULL,
-  task TEXT NOT NULL,
-  default_measures_json TEXT NOT NULL,
-  stats_json TEXT NOT NULL,
-  description TEXT NOT NULL,
-  source TEXT NOT NULL,
-  license TEXT NOT NULL,
-  PRIMARY KEY (name, version)
-);
-CREATE TABLE IF NOT EXISTS sweeps (
-  key TEXT PRIMARY KEY,
-  retriever TEXT NOT NULL,
-  benchmark TEXT NOT NULL,
-  benchmark_version TEXT NOT NULL,
-  seed INTEGER NOT NULL,
-  created_at TEXT NOT NULL,
-  data_json TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bench_queries (
-  benchmark TEXT NOT NULL,
-  version TEXT NOT NULL,
-  qid TEXT NOT NULL,
-  pos INTEGER NOT NULL,
-  text TEXT NOT NULL,
-  meta_json TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY (version, qid)
-);
-CREATE TABLE IF NOT EXISTS bench_qrels (
-  version TEXT NOT NULL,
-  qid TEXT NOT NULL,
-  docid TEXT NOT NULL,
-  grade INTEGER,
-  violating INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (version, qid, docid)
-);
-CREATE TABLE IF NOT EXISTS reproductions (
-  run_id TEXT NOT NULL,
-  created_at TEXT NOT NULL,
-  spec_hash TEXT NOT NULL,
-  retriever TEXT NOT NULL,
-  label TEXT NOT NULL,
-  benchmark TEXT NOT NULL,
-  benchmark_version TEXT NOT NULL,
-  measure TEXT NOT NULL,
-  expected REAL NOT NULL,
-  tolerance REAL NOT NULL,
-  got REAL,
-  status TEXT NOT NULL,
-  kind TEXT NOT NULL,
-  source TEXT NOT NULL,
-  shipped INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (run_id, spec_hash, benchmark, measure, kind, source)
-);
-CREATE TABLE IF NOT EXISTS meta (
-  key TEXT PRIMARY KEY,
-  value_json TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bench_documents (
-  version TEXT NOT NULL,
-  docid TEXT NOT NULL,
-  title TEXT NOT NULL DEFAULT '',
-  snippet TEXT NOT NULL DEFAULT '',
-  PRIMARY KEY (version, docid)
-);
-"""
-SCHEMA_VERSION = 2  # 2: results kept per (key, slot)
-OWN, IMPORTED = "own", "imported"  # the two slots of a key (see the module docstring)
 IMPORTED_CONTENT = "imported_content"  # meta: benchmark versions whose drill-down content came from a file
 SNIPPET_CHARS = 300
 
@@ -294,89 +166,125 @@ def _result_rows(rec: ResultRecord) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
-def _allow_unknown_tokens(db: sqlite3.Connection) -> None:
-    """A store written before token counts could be unknown has ``NOT NULL`` on them: rebuild its
-    ``llm_calls`` table with the current definition, rows unchanged (inside the caller's transaction)."""
-    cols = {r[1]: r[3] for r in db.execute("PRAGMA table_info(llm_calls)")}
-    if not cols.get("prompt_tokens") and not cols.get("completion_tokens"):
-        return
-    create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS llm_calls" in stmt)
-    db.execute(create.replace("IF NOT EXISTS llm_calls", "llm_calls_new"))
-    db.execute("INSERT INTO llm_calls_new SELECT * FROM llm_calls")
-    db.execute("DROP TABLE llm_calls")
-    db.execute("ALTER TABLE llm_calls_new RENAME TO llm_calls")
-    db.execute("CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id)")
 
 
-def _mark_shipped_matrices(db: sqlite3.Connection) -> None:
-    """A store made before reproductions said which matrix they ran gains the ``shipped`` column;
-    its earlier matrices count as not shipped (inside the caller's transaction)."""
-    if not any(r[1] == "shipped" for r in db.execute("PRAGMA table_info(reproductions)")):
-        db.execute("ALTER TABLE reproductions ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0")
+class StoreError(UserError, sqlite3.DatabaseError):
+    """The results store cannot be read or written: damaged, read-only here, locked, or the disk is
+    full. The message names the file and says what to do; ``reason`` is one of ``damaged``,
+    ``readonly``, ``outdated``, ``full``, ``locked``, ``io``."""
+
+    def __init__(self, message: str, reason: str = "io"):
+        super().__init__(message)
+        self.reason = reason
 
 
-def _key_reproductions_by_source(db: sqlite3.Connection) -> None:
-    """A store made when ``reproductions`` was keyed without ``kind`` and ``source`` (so a published
-    figure could not sit beside the reference figure of the same measure): rebuild the table with
-    the current key, rows unchanged (inside the caller's transaction)."""
-    if any(r[1] == "source" and r[5] for r in db.execute("PRAGMA table_info(reproductions)")):
-        return
-    create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS reproductions" in stmt)
-    db.execute(create.replace("IF NOT EXISTS reproductions", "reproductions_new"))
-    db.execute("INSERT INTO reproductions_new SELECT * FROM reproductions")
-    db.execute("DROP TABLE reproductions")
-    db.execute("ALTER TABLE reproductions_new RENAME TO reproductions")
+def _failure(path: Path, e: BaseException) -> StoreError | None:
+    """What a SQLite error on the store at ``path`` means to the user, or ``None`` for one that is a
+    bug (a constraint or a misuse of the connection), which propagates as it is."""
+    if isinstance(e, StoreError) or not isinstance(e, sqlite3.Error):
+        return None
+    name, text = getattr(e, "sqlite_errorname", "") or "", str(e)
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in text or "not a database" in text:
+        return StoreError(f"{path}: the results store is damaged or not a results store ({text}); move the file "
+                          "aside (a new store is made in its place) or put back a copy", "damaged")
+    if name == "SQLITE_FULL" or "disk is full" in text:
+        return StoreError(f"{path}: the disk is full ({text}); the write was rolled back and the results stored "
+                          "before it are kept; free some space and try again", "full")
+    if name.startswith("SQLITE_READONLY") or "readonly database" in text:
+        return StoreError(f"{path}: the results store cannot be written here ({text}); make the file and its "
+                          "folder writable", "readonly")
+    if name.startswith("SQLITE_BUSY") or "database is locked" in text:
+        return StoreError(f"{path}: the results store is locked by another process ({text}); try again when it "
+                          "is done", "locked")
+    if isinstance(e, sqlite3.OperationalError) and (name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_PERM"))
+                                                    or "unable to open" in text or "disk I/O" in text):
+        return StoreError(f"{path}: the results store cannot be read or written ({text})", "io")
+    return None
 
 
-def _slot_results(conn: sqlite3.Connection) -> None:
-    """A store made before results had slots keys each result once (``key UNIQUE``): rebuild its
-    ``results`` table with the current definition, each row in the slot its ``extra`` gives
-    (SQLite's table-rebuild procedure: foreign keys off, so the child rows stay as they are)."""
-    if any(r[1] == "slot" for r in conn.execute("PRAGMA table_info(results)")):
-        return
-    conn.execute("PRAGMA foreign_keys=OFF")
-    try:
-        conn.execute("BEGIN IMMEDIATE")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _reported(method: _F) -> _F:
+    """``method`` of :class:`Store`, with a SQLite failure raised as a :class:`StoreError`."""
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
         try:
-            if not any(r[1] == "slot" for r in conn.execute("PRAGMA table_info(results)")):  # another process?
-                create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS results " in stmt)
-                conn.execute(create.replace("IF NOT EXISTS results ", "results_new "))
-                cols = ("id, key, retriever, label, spec_hash, spec_json, benchmark, benchmark_version, seed, k, "
-                        "harness_version, created_at, n_queries, n_missing, environment_json, provenance_json, "
-                        "extra_json")
-                conn.execute(f"INSERT INTO results_new ({cols}, slot) SELECT {cols}, CASE WHEN "
-                             f"json_type(extra_json, '$.origin') = 'object' THEN '{IMPORTED}' ELSE '{OWN}' END "
-                             "FROM results")
-                conn.execute("DROP TABLE results")
-                conn.execute("ALTER TABLE results_new RENAME TO results")
-                conn.execute("CREATE INDEX IF NOT EXISTS results_bench ON results(benchmark)")
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-    finally:
-        conn.execute("PRAGMA foreign_keys=ON")
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as e:
+            err = _failure(self.path, e)
+            if err is None:
+                raise
+            raise err from e
+    return wrapper  # type: ignore[return-value]
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only. A store in WAL mode needs its ``-shm`` file, which SQLite creates
+    beside it; in a folder that cannot be written it is opened as immutable (nothing writes it)."""
+    if not path.exists():  # nothing stored yet: an empty store that lives in memory
+        conn = sqlite3.connect(":memory:")
+        conn.executescript(SCHEMA)
+        return conn
+    uri = path.absolute().as_uri()
+    for option in ("mode=ro", "immutable=1"):
+        conn = sqlite3.connect(f"{uri}?{option}", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if option == "immutable=1" or "unable to open" not in str(e):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class Store:
-    def __init__(self, path: str | Path):
+    """The results store at ``path``. ``readonly``: opened for reading only (a file or folder that
+    cannot be written: :func:`open_store`); every write then raises a :class:`StoreError`. A store
+    that cannot be read (damaged, not a store), a full disk and a store locked past
+    :data:`BUSY_TIMEOUT_S` are a :class:`StoreError` naming the file too; a failed write is rolled
+    back whole."""
+
+    def __init__(self, path: str | Path, *, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        self._depth = 0  # nesting of transaction()
+        try:
+            self._open()
+        except (sqlite3.Error, OSError) as e:
+            if "_conn" in self.__dict__:
+                self._conn.close()
+            if isinstance(e, OSError):
+                raise StoreError(f"{self.path}: cannot open the results store ({e.strerror or e})") from e
+            err = _failure(self.path, e)
+            if err is None:
+                raise
+            raise err from e
+
+    def _open(self) -> None:
+        if self.readonly:
+            self._conn = _connect_readonly(self.path)
+            self._conn.row_factory = sqlite3.Row
+            if outdated(self._conn):
+                raise StoreError(f"{self.path}: the results store was made by an earlier version and is read-only "
+                                 "here; open it once where it can be written (any command upgrades it)", "outdated")
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)  # SQLite's busy_timeout
         self._conn.row_factory = sqlite3.Row
-        self._depth = 0  # nesting of transaction()
         self._use_wal()
         if self._conn.execute("SELECT 1 FROM sqlite_master WHERE name='results'").fetchone() is not None:
-            _slot_results(self._conn)
+            slot_results(self._conn)
         self._conn.execute("PRAGMA foreign_keys=ON")
         with self.transaction():
             for stmt in SCHEMA.split(";"):
                 if stmt.strip():
                     self._conn.execute(stmt)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            _allow_unknown_tokens(self._conn)
-            _mark_shipped_matrices(self._conn)
-            _key_reproductions_by_source(self._conn)
+            allow_unknown_tokens(self._conn)
+            mark_shipped_matrices(self._conn)
+            key_reproductions_by_source(self._conn)
 
     def _use_wal(self) -> None:
         """Switch the file to WAL. While another process creates the same store, the switch can fail
@@ -408,7 +316,12 @@ class Store:
         """One write transaction: committed when the block ends, rolled back when it raises. The
         write lock is taken up front (``BEGIN IMMEDIATE``), so a concurrent writer waits for it
         (up to :data:`BUSY_TIMEOUT_S`) instead of failing, and what the block reads cannot change
-        before it commits. Nested blocks join the outermost transaction."""
+        before it commits. Nested blocks join the outermost transaction. A SQLite failure (a full
+        disk, a lock held too long) is a :class:`StoreError`, raised after the rollback; a read-only
+        store refuses at once."""
+        if self.readonly:
+            raise StoreError(f"{self.path}: the results store is open read-only (the file or its folder cannot be "
+                             "written here); nothing was written", "readonly")
         if self._depth:
             self._depth += 1
             try:
@@ -416,15 +329,24 @@ class Store:
             finally:
                 self._depth -= 1
             return
-        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            err = _failure(self.path, e)
+            if err is None:
+                raise
+            raise err from e
         self._depth = 1
         try:
             yield self._conn
-        except BaseException:
-            self._conn.rollback()
-            raise
-        else:
-            self._conn.commit()
+            self._conn.commit()  # a commit that fails (a full disk) is rolled back like the block
+        except BaseException as e:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.rollback()
+            err = _failure(self.path, e)
+            if err is None:
+                raise
+            raise err from e
         finally:
             self._depth = 0
 
@@ -718,5 +640,36 @@ class Store:
         return json.loads(row["value_json"]) if row else default
 
 
-def open_store(home: Path) -> Store:
-    return Store(home / "results.sqlite")
+# Every public method reports a SQLite failure as a StoreError naming the file.
+for _name, _method in list(vars(Store).items()):
+    if not _name.startswith("_") and _name != "transaction" and callable(_method):
+        setattr(Store, _name, _reported(_method))
+
+
+def writable(path: Path) -> bool:
+    """Whether the store at ``path`` can be written here: the file (when it exists) and its folder
+    (where SQLite keeps the write-ahead log), or the nearest folder above that exists."""
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
+
+
+def open_store(home: Path, *, readonly: bool | None = None) -> Store:
+    """The results store of a home (``home/results.sqlite``). By default it is opened for writing
+    when it can be written here (:func:`writable`), else read-only, so that the commands that only
+    read it (``leaderboard``, ``export``, ``audit``) work from a read-only home; a write to a
+    read-only store raises a :class:`StoreError`. ``readonly=True``/``False`` decides instead."""
+    path = Path(home) / STORE_FILE
+    if readonly is None:
+        readonly = not writable(path)
+        if not readonly:
+            try:
+                return Store(path)
+            except StoreError as e:
+                if e.reason not in ("readonly", "io"):
+                    raise
+                readonly = True  # a read-only file system can pass the access check
+    return Store(path, readonly=readonly)

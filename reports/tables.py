@@ -1,6 +1,6 @@
 """The leaderboard's comparisons as tables for a paper: JSON, Markdown or LaTeX.
 
-One document per suite table (:class:`reports.compare.SuiteComparison`) and one per benchmark
+One document per suite table (:class:`reports.ranking.SuiteComparison`) and one per benchmark
 (:class:`reports.compare.BenchmarkComparison`), named ``suite/<slug>.<ext>`` and
 ``bench/<slug>.<ext>`` (:func:`documents`). JSON holds every measure of every row: the mean, the
 per-seed means, the standard deviation over seeds or the single seed's 95% bootstrap CI, and each

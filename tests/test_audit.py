@@ -19,6 +19,7 @@ from harness import audit_tables as T
 from harness.ledger import CallJournal, LLMCall, RunTag
 from harness.llm import Price, cache_file
 from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
+from tests.factories import make_record
 from tests.test_cli import invoke
 
 MINI = 0.00027  # gpt-4o-mini: 1000 prompt + 200 completion tokens at $0.15 / $0.60 per 1M
@@ -42,11 +43,9 @@ def phases(index: float | None = None, docs: int = 0, search: float | None = Non
 
 
 def rec(label: str, bench: str, created: str, ph: dict, calls: list[dict] | None = None, seed: int = 0) -> ResultRecord:
-    return ResultRecord(key=f"{label}|{bench}|{seed}|{created}", retriever=label, label=label, spec_hash="h" + label,
-                        spec={"retriever": label, "params": {}}, benchmark=bench, benchmark_version="v-" + bench,
-                        seed=seed, k=10, harness_version="test", n_queries=10, n_missing=0,
-                        measures={"nDCG@10": MeasureValue(0.5, 10)}, phases=ph, llm_calls=list(calls or []),
-                        created_at=created)
+    return make_record(label, key=f"{label}|{bench}|{seed}|{created}", benchmark=bench, seed=seed, k=10,
+                       harness_version="test", n_queries=10, measures={"nDCG@10": MeasureValue(0.5, 10)}, phases=ph,
+                       llm_calls=list(calls or []), created_at=created)
 
 
 JAN, FEB = "2026-01-10T00:00:00+00:00", "2026-02-01T12:00:00+00:00"

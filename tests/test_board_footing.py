@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from harness import registry
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from reports import compare, render_site
 from reports.compare import headline_set, local_display
 from tests.dom import parse
+from tests.factories import make_record
 from tests.test_site import table_rows
 
 SUITES = {"constraint": {"description": "c", "benchmarks": ["b1", "b2", "b3", "b4"], "headline": ["nDCG@10"],
@@ -25,10 +26,9 @@ QIDS = [f"q{i}" for i in range(12)]
 def _record(label: str, bench: str, version: str, values: list[float], seed: int = 0) -> ResultRecord:
     col = dict(zip(QIDS, values))
     mean = float(np.mean(values))
-    return ResultRecord(
-        key=result_key(f"{label}-hash", version, seed, 100, "0.2.0"), retriever=label, label=label,
-        spec_hash=f"{label}-hash", spec={"retriever": label, "params": {}}, benchmark=bench, benchmark_version=version,
-        seed=seed, k=100, harness_version="0.2.0", n_queries=len(values), n_missing=0,
+    return make_record(
+        label, spec_hash=f"{label}-hash", benchmark=bench, benchmark_version=version, seed=seed,
+        harness_version="0.2.0", n_queries=len(values),
         measures={"nDCG@10": MeasureValue(mean, len(values), mean - 0.1, mean + 0.1)},
         per_query={"nDCG@10": col}, rankings={q: [("d1", 1.0)] for q in col})
 

@@ -17,7 +17,8 @@ from harness.leakage import LeakageError, TrainingData, check_unseen, overlap, t
 from harness.registry import load_benchmark, make_spec
 from harness.store import Store
 from harness.tuning import expand_range, parse_grid
-from harness.types import Benchmark, Corpus, Document, Judgments, Query
+from harness.types import Benchmark
+from tests.factories import make_benchmark, make_corpus
 from retrievers.coder import reciprocal_ranks, seq_policy, strictly_decreasing, union_policy
 from retrievers.coder_train import (CoderTrainConfig, batches, mnrl_reference, read_card, stage2_triplets,
                                     train_coder, Triplet)
@@ -150,10 +151,8 @@ def test_grid_ranges() -> None:
 # --- the leakage check -------------------------------------------------------------------------
 
 def _bench(name: str, queries: dict[str, str], docs: dict[str, str]) -> Benchmark:
-    qs = [Query(q, t) for q, t in queries.items()]
     rel = {q: {next(iter(docs)): 2} for q in queries}
-    return Benchmark(name, f"v-{name}", Corpus(Document(d, t) for d, t in docs.items()), qs, Judgments(rel),
-                     "constraint", ("nDCG@10",))
+    return make_benchmark(make_corpus(docs), queries, rel, name=name, version=f"v-{name}", task="constraint")
 
 
 def test_check_unseen_catches_versions_ids_and_texts() -> None:

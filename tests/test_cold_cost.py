@@ -15,6 +15,7 @@ import pytest
 
 from harness.cost import Costs, Money, derive_cold, result_cost
 from harness.store import Store
+from tests.factories import make_record
 from tests.test_cli import invoke
 
 BENCH = "diag/antonym"
@@ -64,17 +65,14 @@ def test_dense_after_nnn_fix_costs_what_it_costs_in_a_fresh_home(tmp_path: Path,
 
 def rec(key: str, label: str, bench: str, model: str, index_s: float, docs: int, fit: bool = False,
         model_s: float | None = None):
-    from harness.store import ResultRecord
-
     phases = {"index": {"wall_s": index_s, "cpu_s": index_s, "items": docs},
               "search": {"wall_s": 1.0, "cpu_s": 1.0, "items": 10}}
     if fit:
         phases["fit"] = {"wall_s": 100.0, "cpu_s": 100.0, "items": 0}
     if model_s is not None:
         phases["model"] = {"wall_s": model_s, "cpu_s": model_s, "items": 0}
-    return ResultRecord(key=key, retriever=label, label=label, spec_hash=key, spec={"params": {"model": model}},
-                        benchmark=bench, benchmark_version="v", seed=0, k=10, harness_version="0", n_queries=10,
-                        n_missing=0, measures={}, per_query={}, phases=phases, extra={})
+    return make_record(label, key=key, spec_hash=key, spec={"params": {"model": model}}, benchmark=bench,
+                       benchmark_version="v", k=10, harness_version="0", n_queries=10, phases=phases)
 
 
 def test_results_stored_before_costs_were_recorded_are_derived_from_their_neighbours() -> None:

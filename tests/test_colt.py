@@ -17,7 +17,8 @@ import torch
 from harness.leakage import LeakageError, check_unseen
 from harness.protocols import DeclaresTrainingData, RunContext, Trainable
 from harness.registry import get_retriever_class, retriever_info
-from harness.types import Benchmark, Corpus, Document, Judgments, Query
+from harness.types import Benchmark, Corpus, Document, Query
+from tests.factories import make_benchmark, make_corpus
 from harness.encoders import model_fingerprint
 from retrievers.colt import COLT, ColtParams, artifact_key, declared_training_data, parse_grid
 from retrievers.colt_train import (ColtModel, ValSet, bipartite, build_graph, candidate_lists, edge_dropout,
@@ -206,14 +207,14 @@ TOPICS = {("flights", "hotels"): "a trip to Paris next month", ("recipes", "groc
 
 
 def tool_bench(name: str, n: int, start: int, version: str) -> Benchmark:
-    corpus = Corpus(Document(t, text) for t, text in TOOLS.items())
+    corpus = make_corpus(TOOLS)
     queries, rel = [], {}
     for i in range(start, start + n):
         scene = SCENES[i % len(SCENES)]
         queries.append(Query(f"q{i}", TEMPLATES[(i // len(SCENES)) % len(TEMPLATES)].format(TOPICS[scene]) + f" ({i})"))
         rel[f"q{i}"] = {t: 1 for t in scene}
-    return Benchmark(name=name, version=version, corpus=corpus, queries=queries, judgments=Judgments(rel),
-                     task="completeness", default_measures=("Comp@5",))
+    return make_benchmark(corpus, queries, rel, name=name, version=version, task="completeness",
+                          default_measures=("Comp@5",))
 
 
 FAST = {"layers": "1,2", "c_lambda": "0.04", "epochs": 8, "patience": 3, "train_batch_size": 16}

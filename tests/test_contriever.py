@@ -18,7 +18,8 @@ from harness import encoders
 from harness.encoders import EncoderError, EncoderPool, resolve_pooling
 from harness.protocols import RunContext
 from harness.registry import get_retriever_class, make_spec, retriever_info
-from harness.types import Corpus, Document, Query
+from harness.types import Corpus, Query
+from tests.factories import make_corpus
 from retrievers.dense import CONTRIEVER, Contriever, ContrieverParams, DenseRetriever, PooledDenseParams
 
 TEXTS = ["The cat sat on the mat with another cat.", "Dogs bark.",
@@ -64,7 +65,7 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 
 def corpus() -> Corpus:
-    return Corpus(Document(f"d{i}", t) for i, t in enumerate(TEXTS))
+    return make_corpus(TEXTS)
 
 
 def ctx_for(pool: EncoderPool, logs: list[str] | None = None) -> RunContext:

@@ -18,7 +18,8 @@ from harness.ledger import Ledger  # noqa: E402
 from harness.llm import LLMClient, LLMSettings  # noqa: E402
 from harness.protocols import RunContext  # noqa: E402
 from harness.store import Store  # noqa: E402
-from harness.types import Corpus, Document, Query  # noqa: E402
+from harness.types import Corpus, Query  # noqa: E402
+from tests.factories import make_corpus  # noqa: E402
 from retrievers.deo import DEO, DeoParams, deo_loss, optimise_embeddings, parse_decomposition  # noqa: E402
 from retrievers.hyde import PROMPTS, HyDE, HydeParams, prompt_for  # noqa: E402
 from tests.test_cli import invoke, make_beir  # noqa: E402
@@ -169,7 +170,7 @@ def llm_ctx(ctx, server, tmp_path):
 
 
 def corpus() -> Corpus:
-    return Corpus([Document(i, t) for i, t in DOCS.items()])
+    return make_corpus(DOCS)
 
 
 QUERIES = [Query("q1", "red wine not from France"), Query("q2", "red wines but not Bordeaux")]

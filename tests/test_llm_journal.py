@@ -24,6 +24,7 @@ from harness.llm import LLMSettings, cache_file  # noqa: E402
 from harness.registry import make_spec  # noqa: E402
 from harness.runner import Runner, Settings  # noqa: E402
 from harness.store import MeasureValue, ResultRecord, Store  # noqa: E402
+from tests.factories import llm_call as make_call, make_record  # noqa: E402
 from tests.test_cli import invoke, make_beir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,15 +161,13 @@ def test_journal_is_kept_when_the_response_cache_is_off(tmp_path: Path, server) 
 
 
 def record(key: str, calls: list[dict]) -> ResultRecord:
-    return ResultRecord(key=key, retriever="hyde", label="hyde", spec_hash="h", spec={"retriever": "hyde", "params": {}},
-                        benchmark="nevir", benchmark_version="v1", seed=0, k=10, harness_version="test", n_queries=1,
-                        n_missing=0, measures={"nDCG@10": MeasureValue(0.5, 1)}, llm_calls=calls,
-                        created_at="2026-01-10T00:00:00+00:00")
+    return make_record("hyde", key=key, spec_hash="h", benchmark="nevir", benchmark_version="v1", k=10,
+                       harness_version="test", n_queries=1, measures={"nDCG@10": MeasureValue(0.5, 1)}, llm_calls=calls,
+                       created_at="2026-01-10T00:00:00+00:00")
 
 
 def llm_call(pt: int | None, ct: int | None, usd: float | None) -> dict:
-    return {"model": "gpt-4o-mini", "prompt_tokens": pt, "completion_tokens": ct, "latency_s": 0.5, "cached": False,
-            "usd": usd, "phase": "search", "purpose": "test"}
+    return make_call(usd, model="gpt-4o-mini", prompt_tokens=pt, completion_tokens=ct, latency_s=0.5, purpose="test")
 
 
 OLD_LLM_CALLS = """CREATE TABLE llm_calls (

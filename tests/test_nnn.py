@@ -11,7 +11,8 @@ from scipy.optimize import nnls
 from harness.encoders import EncoderPool
 from harness.protocols import RunContext
 from harness.registry import instantiate, make_spec
-from harness.types import Corpus, Document, Query
+from harness.types import Corpus, Query
+from tests.factories import make_corpus
 from retrievers.dense import DenseParams, DenseRetriever
 from retrievers.nnn import MMR, L1Fix, L2Fix, MMRParams, NNNFix, NNNParams, mmr_select
 
@@ -37,7 +38,7 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def corpus() -> Corpus:
-    return Corpus(Document(f"d{i}", t) for i, t in enumerate(DOCS))
+    return make_corpus(DOCS)
 
 
 def cd_solve(D: np.ndarray, q: np.ndarray, l1: float, l2: float) -> np.ndarray:

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from harness.protocols import RunContext, Trainable
-from harness.types import Benchmark, Corpus, Document, Judgments, Query
+from harness.types import Benchmark, Corpus, Document, Query
+from tests.factories import make_benchmark, make_corpus
 from retrievers.nnn import NNNFix, NNNParams
 from retrievers.nnn_tr import NNNTr, NNNTrParams, completeness_loss, unrolled_fista
 
@@ -50,7 +51,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def corpus() -> Corpus:
-    return Corpus(Document(f"d{i}", t) for i, t in enumerate(DOCS))
+    return make_corpus(DOCS)
 
 
 def synthetic_benchmark(corpus: Corpus, n_queries: int = 60) -> Benchmark:
@@ -62,8 +63,8 @@ def synthetic_benchmark(corpus: Corpus, n_queries: int = 60) -> Benchmark:
         a, b = torch.randperm(len(DOCS), generator=g)[:2].tolist()
         queries.append(Query(f"t{i}", f"please: {DOCS[a].lower()}"))
         rel[f"t{i}"] = {f"d{a}": 1, f"d{b}": 1}
-    return Benchmark(name="synthetic:train", version="0", corpus=corpus, queries=queries,
-                     judgments=Judgments(rel), task="completeness", default_measures=("Comp@5",))
+    return make_benchmark(corpus, queries, rel, name="synthetic:train", version="0", task="completeness",
+                          default_measures=("Comp@5",))
 
 
 def test_trainable_contract() -> None:
@@ -231,8 +232,8 @@ def _dev_benchmark(corpus: Corpus, own_corpus: bool) -> Benchmark:
     docs = Corpus(Document(d.id, d.text) for d in list(corpus)[:12]) if own_corpus else corpus
     queries = [Query(f"v{i}", f"how to: {DOCS[i].lower()}") for i in range(8)]
     rel = {f"v{i}": {f"d{i}": 1, f"d{(i + 4) % 12}": 1} for i in range(8)}
-    return Benchmark(name="synthetic:dev", version="1", corpus=docs, queries=queries,
-                     judgments=Judgments(rel), task="completeness", default_measures=("Comp@5",))
+    return make_benchmark(docs, queries, rel, name="synthetic:dev", version="1", task="completeness",
+                          default_measures=("Comp@5",))
 
 
 def _comp5(run, bench: Benchmark) -> float:

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from harness.store import BenchmarkInfo, MeasureValue, Store, result_key
 from reports import render_site, summary_rows
 from reports import text
 from reports.compare import measure_higher_is_better
 from reports.pages.common import TEMPLATES, environment, sort_script
 from tests.dom import Node, parse
+from tests.factories import llm_call, make_record, make_store
 
 HV = "0.1.0"
 XSS = "<script>alert(1)</script>"
@@ -66,17 +67,15 @@ def mv(mean, n=8, lo=None, hi=None):
 
 def record(label, spec_hash, benchmark, version, seed, measures, *, n_queries=8, n_missing=0,
            phases=None, llm_calls=None, created_at=""):
-    return ResultRecord(
-        key=result_key(spec_hash, version, seed, 100, HV), retriever=label.split()[0], label=label,
-        spec_hash=spec_hash, spec={"name": label}, benchmark=benchmark, benchmark_version=version,
-        seed=seed, k=100, harness_version=HV, n_queries=n_queries, n_missing=n_missing,
+    return make_record(
+        label, retriever=label.split()[0], spec_hash=spec_hash, spec={"name": label}, benchmark=benchmark,
+        benchmark_version=version, seed=seed, harness_version=HV, n_queries=n_queries, n_missing=n_missing,
         measures=measures, phases=phases or {}, llm_calls=llm_calls or [], created_at=created_at,
     )
 
 
 def call(usd, cached=False, pt=100, ct=20):
-    return {"model": "m", "prompt_tokens": pt, "completion_tokens": ct, "latency_s": 0.1,
-            "cached": cached, "usd": usd, "phase": "search", "purpose": "q"}
+    return llm_call(usd, cached=cached, prompt_tokens=pt, completion_tokens=ct)
 
 
 DENSE_PAIR = [0.6123, 0.6481]  # PairAcc over two seeds
@@ -86,20 +85,15 @@ DENSE_NDCG = [0.5012, 0.5530]
 
 @pytest.fixture()
 def store(tmp_path: Path):
-    s = Store(tmp_path / "results.sqlite")
-    s.save_benchmark(BenchmarkInfo(
-        "nevir", "nevirv1", "constraint", ["PairAcc", "V@2", "nDCG@10", "FVR@10"],
-        {"queries": 10, "judged_queries": 8, "documents": 20, "pairs": 4},
-        "Negation pairs <b>x</b>&"))
-    s.save_benchmark(BenchmarkInfo(
-        "diag/exclusion", "exclv1", "constraint", ["V@2", "nDCG@10"],
-        {"queries": 6, "judged_queries": 6, "documents": 30, "pairs": 0}, "Exclusion probes"))
-    s.save_benchmark(BenchmarkInfo(
-        "beir/scifact", "scifv1", "topical", ["nDCG@10", "R@100"],
-        {"queries": 300, "judged_queries": 300, "documents": 5183, "pairs": 0}, "SciFact"))
-    s.save_benchmark(BenchmarkInfo(
-        "toolbank/numpy", "tbv1", "completeness", ["Comp@5", "nDCG@10"],
-        {"queries": 50, "judged_queries": 50, "documents": 400}, "Tool sets"))
+    s = make_store(tmp_path, benchmarks=[
+        BenchmarkInfo("nevir", "nevirv1", "constraint", ["PairAcc", "V@2", "nDCG@10", "FVR@10"],
+                      {"queries": 10, "judged_queries": 8, "documents": 20, "pairs": 4}, "Negation pairs <b>x</b>&"),
+        BenchmarkInfo("diag/exclusion", "exclv1", "constraint", ["V@2", "nDCG@10"],
+                      {"queries": 6, "judged_queries": 6, "documents": 30, "pairs": 0}, "Exclusion probes"),
+        BenchmarkInfo("beir/scifact", "scifv1", "topical", ["nDCG@10", "R@100"],
+                      {"queries": 300, "judged_queries": 300, "documents": 5183, "pairs": 0}, "SciFact"),
+        BenchmarkInfo("toolbank/numpy", "tbv1", "completeness", ["Comp@5", "nDCG@10"],
+                      {"queries": 50, "judged_queries": 50, "documents": 400}, "Tool sets")])
 
     # nevir: PairAcc order xss > bm25 > dense > hyde; V@2 lowest is hyde
     s.save(record("bm25", "bm25hash00", "nevir", "nevirv1", 0,

@@ -19,7 +19,7 @@ import pytest
 from harness import registry
 from harness.measures import group_by
 from harness.stats import holm, paired_randomization_test
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from harness.types import Document, Query
 from reports import compare, plots, render_site, summary_rows
 from reports.pages import drilldown
@@ -28,6 +28,7 @@ from reports.site import MANIFEST
 from reports.tables import combined, documents, md_escape, tex_escape
 from reports.text import fmt_num, measure_decimals
 from tests.dom import Node, parse
+from tests.factories import llm_call, make_record, make_store
 
 HV = "0.1.0"
 XSS = "<script>alert(1)</script>"
@@ -77,11 +78,11 @@ def record(label: str, retriever: str, benchmark: str, version: str, seed: int,
            rankings: dict | None = None, extra: dict | None = None, phases: dict | None = None,
            llm_calls: list | None = None, params: dict | None = None, created_at: str = "") -> ResultRecord:
     spec_hash = spec_hash or (re.sub(r"[^a-z0-9]", "", label.lower()) + "hash")[:10]
-    return ResultRecord(
-        key=result_key(spec_hash, version, seed, 100, HV), retriever=retriever, label=label,
-        spec_hash=spec_hash, spec={"retriever": retriever, "params": params or {"k1": 0.9, "note": "<i>x</i>"}},
-        benchmark=benchmark, benchmark_version=version, seed=seed, k=100, harness_version=HV,
-        n_queries=NQ if benchmark == "negconstraint" else len(next(iter(per_query.values()))), n_missing=0,
+    return make_record(
+        label, retriever=retriever, spec_hash=spec_hash,
+        spec={"retriever": retriever, "params": params or {"k1": 0.9, "note": "<i>x</i>"}},
+        benchmark=benchmark, benchmark_version=version, seed=seed, harness_version=HV,
+        n_queries=NQ if benchmark == "negconstraint" else len(next(iter(per_query.values()))),
         measures={m: _mv(c) for m, c in per_query.items()}, per_query=per_query, rankings=rankings or {},
         extra=extra or {}, phases=phases or {}, llm_calls=llm_calls or [],
         environment={"python": "3.11.9", "device": "cpu", "torch": "2.4.0"},
@@ -136,16 +137,15 @@ SWEEP = {
 
 
 def build_store(path: Path) -> Store:
-    s = Store(path)
-    s.save_benchmark(BenchmarkInfo(
-        "negconstraint", "negv1", "constraint", ["V@2", "FVR@10", "nDCG@10"],
-        {"queries": NQ, "judged_queries": NQ, "documents": 100, "pairs": 0, "query_groups": {"category": GROUPS}},
-        "Negative constraints <b>bold</b>"))
-    s.save_benchmark(BenchmarkInfo("diag/antonym", "antv1", "constraint", ["PairAcc", "V@2", "nDCG@10"],
-                                   {"queries": 4, "judged_queries": 4, "documents": 8, "pairs": 2}))
-    s.save_benchmark(BenchmarkInfo("beir/scifact", "sciv1", "topical", ["nDCG@10", "MAP@10"],
-                                   {"queries": 3, "judged_queries": 3, "documents": 50}))
-    s.save_benchmark(BenchmarkInfo("my-data", "mdv1", "topical", ["nDCG@10"], {}))
+    s = make_store(path, benchmarks=[
+        BenchmarkInfo("negconstraint", "negv1", "constraint", ["V@2", "FVR@10", "nDCG@10"],
+                      {"queries": NQ, "judged_queries": NQ, "documents": 100, "pairs": 0,
+                       "query_groups": {"category": GROUPS}}, "Negative constraints <b>bold</b>"),
+        BenchmarkInfo("diag/antonym", "antv1", "constraint", ["PairAcc", "V@2", "nDCG@10"],
+                      {"queries": 4, "judged_queries": 4, "documents": 8, "pairs": 2}),
+        BenchmarkInfo("beir/scifact", "sciv1", "topical", ["nDCG@10", "MAP@10"],
+                      {"queries": 3, "judged_queries": 3, "documents": 50}),
+        BenchmarkInfo("my-data", "mdv1", "topical", ["nDCG@10"], {})])
 
     s.save(record("bm25", "bm25", "negconstraint", "negv1", 0, negc("bm25"), rankings={"q01": Q1_TOP},
                   phases={"index": {"wall_s": 2.0, "cpu_s": 1.0, "items": 100},
@@ -159,17 +159,14 @@ def build_store(path: Path) -> Store:
                               "search": {"wall_s": 1.0 + seed, "cpu_s": 1.0, "items": NQ}}))
     s.save(record("coder-seq", "coder-seq", "negconstraint", "negv1", 0, negc("coder"),
                   extra={"analysis": SEPARATION, "retriever": {"policy": "seq", "compat": {"trained": True}}},
-                  llm_calls=[{"model": "m", "prompt_tokens": 100, "completion_tokens": 10, "latency_s": 0.1,
-                              "cached": False, "usd": 0.002, "phase": "search", "purpose": "x"},
-                             {"model": "m", "prompt_tokens": 50, "completion_tokens": 5, "latency_s": 0.1,
-                              "cached": True, "usd": 0.5, "phase": "search", "purpose": "x"}]))
+                  llm_calls=[llm_call(0.002, prompt_tokens=100, completion_tokens=10, purpose="x"),
+                             llm_call(0.5, prompt_tokens=50, completion_tokens=5, cached=True, purpose="x")]))
     s.save(record(XSS, "mystery", "negconstraint", "negv1", 0, negc("xss"),
                   rankings={"q01": [("d-unj", 1.0)]}, extra={"analysis": SEPARATION},
-                  llm_calls=[{"model": "unpriced", "prompt_tokens": 7, "completion_tokens": 3, "latency_s": 0.1,
-                              "cached": False, "usd": None, "phase": "search", "purpose": "x"},
+                  llm_calls=[llm_call(None, model="unpriced", prompt_tokens=7, completion_tokens=3, purpose="x"),
                              # a server that reported no usage: tokens unknown, never 0
-                             {"model": "unpriced", "prompt_tokens": None, "completion_tokens": None,
-                              "latency_s": 0.1, "cached": False, "usd": None, "phase": "search", "purpose": "x"}]))
+                             llm_call(None, model="unpriced", prompt_tokens=None, completion_tokens=None,
+                                      purpose="x")]))
 
     s.save(record("bm25", "bm25", "diag/antonym", "antv1", 0, ANT["bm25"],
                   rankings={"a1": [("x1", 2.0), ("x2", 1.0)]}))
@@ -534,7 +531,9 @@ def drill(out: Path, rel: str) -> dict:
     ``{anchor: {"qid", "text", "marks": {doc: mark}, "docs": [(doc, title, snippet, stored)],
     "measures": {name: text}}}`` in page order."""
     data = drilldown.page_data(out, rel)
-    res, content = data["result"], data["content"]
+    res = data["result"]
+    content = {"queries": dict(data["content"]["queries"]),
+               "docs": {d: (title, snippet) for d, title, snippet in data["content"]["docs"]}}
     out_q = {}
     for q in res["queries"]:
         docs = [res["docids"][i] for i, _, _ in q["t"]]

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from harness.store import MeasureValue, ResultRecord, Store
+from tests.factories import llm_call, make_record
 
 KEY = "k" * 24
 QIDS = ("q1", "q2", "q3")
@@ -16,14 +17,13 @@ QIDS = ("q1", "q2", "q3")
 
 def version(i: int) -> ResultRecord:
     """Version ``i`` of the one result: every part of it says ``i``, so a mix would show."""
-    return ResultRecord(
-        key=KEY, retriever="bm25", label=f"v{i}", spec_hash="h" * 16, spec={"retriever": "bm25", "params": {}},
-        benchmark="b", benchmark_version="bv", seed=0, k=5, harness_version="0", n_queries=3, n_missing=0,
+    return make_record(
+        f"v{i}", retriever="bm25", key=KEY, spec_hash="h" * 16, benchmark="b", benchmark_version="bv", k=5,
+        harness_version="0", n_queries=3,
         measures={"nDCG@10": MeasureValue(i / 100, 3), f"only-v{i}": MeasureValue(1.0, 3)},
         per_query={"nDCG@10": {q: i / 100 for q in QIDS}},
         phases={"search": {"wall_s": float(i), "cpu_s": float(i), "items": 3}},
-        llm_calls=[{"model": f"m{i}", "prompt_tokens": i, "completion_tokens": i, "latency_s": 0.1, "cached": False,
-                    "usd": None, "phase": "search", "purpose": "x"}],
+        llm_calls=[llm_call(None, model=f"m{i}", prompt_tokens=i, completion_tokens=i, purpose="x")],
         rankings={q: [(f"d{i}", 1.0)] for q in QIDS},
     )
 

@@ -10,7 +10,8 @@ from typing import Any, Mapping, Sequence
 from harness.stats import bootstrap_cis
 from harness.store import ResultRecord
 
-from ..compare import BenchmarkComparison, ConfigGroup, SuiteComparison, _macro_column, _prefer
+from ..compare import BenchmarkComparison, ConfigGroup, SuiteComparison
+from ..ranking import _macro_column, _prefer
 from . import rowfacts
 from .common import Site
 
@@ -19,7 +20,7 @@ CI_RESAMPLES = 2000
 
 def suite_groups(suite: SuiteComparison, label: str) -> dict[str, ConfigGroup]:
     """Per benchmark of ``suite``, the group of ``label`` its table shows (the shown version, else the
-    newest: as :func:`reports.compare.suite_comparison` picks it)."""
+    newest: as :func:`reports.ranking.suite_comparison` picks it)."""
     out: dict[str, ConfigGroup] = {}
     for s in suite.benchmarks:
         shown = s.info.version if s.info is not None else None
@@ -33,7 +34,7 @@ def suite_cis(site: Site, suite: SuiteComparison, label: str, per_bench: Mapping
               seed: int = 0) -> dict[str, tuple[float, float] | None]:
     """A row's 95% CI of each headline measure: a percentile bootstrap of the mean of its per-query
     values over the headline benchmarks, each benchmark weighted as in the table's mean (the column
-    the rank tests use, :func:`reports.compare._macro_column`); None where the row has no mean."""
+    the rank tests use, :func:`reports.ranking._macro_column`); None where the row has no mean."""
     row = next(r for r in suite.rows if r.label == label)
     benches = [b for b in suite.headline_benchmarks if b in per_bench]
     cols = {}

@@ -6,9 +6,11 @@ The page itself is small: a header and a pager. The queries are rendered in the 
 :data:`PER_PAGE` at a time, by the constant ``templates/_drilldown.js`` from two data files the
 page loads with ``<script src>`` (so it works from ``file://``, where a page cannot fetch JSON):
 
-* ``data/content/<bench-slug>-<version>.js``: the query texts and the title and snippet of every
-  document some shown ranking of that benchmark version has in its top :data:`DRILLDOWN_DEPTH`,
-  written once per version however many results use it;
+* ``data/content/<bench-slug>-<version>.js``: the query texts (``[query id, text]`` pairs) and the
+  title and snippet of every document some shown ranking of that benchmark version has in its top
+  :data:`DRILLDOWN_DEPTH` (``[doc id, title, snippet]``), written once per version however many
+  results use it. Ids are never object keys in the data, so any id (``__proto__`` too) reads back
+  as itself; the script looks them up in ``Map`` objects;
 * ``data/<retriever-slug>/<bench-slug>-seed<N>.js``: this result's rankings (document indices,
   scores, mark indices) and per-query values of the benchmark's headline measures.
 
@@ -146,8 +148,11 @@ class Content:
         for version, (rel, qids, docids) in self.needed.items():
             texts = {q["qid"]: q["text"] for q in self.queries(version) if q["qid"] in qids}
             docs = self.store.documents_of(version, docids) if docids else {}
+            # ids are data, never keys: a query or document named "__proto__" or "constructor" would
+            # otherwise be read back from the object as the object's own machinery
             write(site.out_dir / rel, data_text("content", {
-                "queries": texts, "docs": {d: [t, s] for d, (t, s) in sorted(docs.items())}}))
+                "queries": [[q, t] for q, t in texts.items()],
+                "docs": [[d, t, s] for d, (t, s) in sorted(docs.items())]}))
             site.written.add(rel)
 
 

@@ -2,20 +2,23 @@
    before this script (window.BEYONDSIM.content: query texts and document snippets of the benchmark
    version; window.BEYONDSIM.result: this result's rankings, marks and per-query values), so the
    site stays small and works from file:// with no server. Every text goes in through textContent:
-   nothing from the data is ever parsed as HTML. */
+   nothing from the data is ever parsed as HTML. Ids come as [id, …] lists and are looked up in Maps,
+   never as keys of a plain object, where "__proto__" or "constructor" would find the object's own
+   machinery. */
 (function () {
   "use strict";
   var data = window.BEYONDSIM || {};
   var main = document.getElementById("queries");
   var pager = document.getElementById("pager");
   if (!main || !data.result) { return; }
-  var result = data.result, content = data.content || {queries: {}, docs: {}};
-  var qtexts = content.queries || {}, docs = content.docs || {};
+  var result = data.result, content = data.content || {};
+  var qtexts = new Map(content.queries || []);
+  var docs = new Map((content.docs || []).map(function (d) { return [d[0], [d[1], d[2]]]; }));
   var per = result.per_page || 25;
   var queries = result.queries || [];
   var pages = Math.max(1, Math.ceil(queries.length / per));
-  var byAnchor = {};
-  queries.forEach(function (q, i) { byAnchor[q.a] = i; });
+  var byAnchor = new Map();
+  queries.forEach(function (q, i) { byAnchor.set(q.a, i); });
 
   function el(tag, cls, text) {
     var n = document.createElement(tag);
@@ -31,7 +34,7 @@
     tr.setAttribute("data-mark", mark);
     tr.appendChild(el("td", "num", rank));
     tr.appendChild(el("td", "mono", docid));
-    var td = el("td", "wrap"), d = docs[docid];
+    var td = el("td", "wrap"), d = docs.get(docid);
     if (d) {
       if (d[0]) { td.appendChild(el("strong", null, d[0])); td.appendChild(document.createTextNode(" ")); }
       td.appendChild(el("span", "snippet", d[1]));
@@ -53,7 +56,7 @@
     var h = el("h3", null, "Query ");
     h.appendChild(el("code", null, q.q));
     a.appendChild(h);
-    var text = qtexts[q.q];
+    var text = qtexts.get(q.q);
     if (text) { a.appendChild(el("p", "qtext", text)); }
     var meta = el("p", "meta");
     (q.m || []).forEach(function (v, i) {
@@ -122,7 +125,7 @@
     var h = decodeURIComponent((location.hash || "").slice(1));
     var m = /^page-(\d+)$/.exec(h);
     if (m) { show(parseInt(m[1], 10) - 1); return; }
-    if (h && Object.prototype.hasOwnProperty.call(byAnchor, h)) { show(Math.floor(byAnchor[h] / per), h); return; }
+    if (h && byAnchor.has(h)) { show(Math.floor(byAnchor.get(h) / per), h); return; }
     show(0);
   }
 

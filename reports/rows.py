@@ -1,0 +1,252 @@
+"""The leaderboard's rows: stored results grouped per retriever configuration, and the suites' declarations.
+
+* :class:`ConfigGroup`: one configuration's results on one benchmark (one per seed), each measure
+  aggregated over the seeds (:class:`Aggregate`);
+* :class:`BenchmarkSection`: a benchmark's rows and its headline measures;
+* :class:`SuiteSpec`: a suite as the registry declares it (headline, baselines, reference, chance);
+* how names are shown: a model's short name, a local folder's name, a query slice.
+
+:func:`reports.compare.collect` builds the rows from the store; :mod:`reports.ranking` orders and
+tests them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from harness.measures import sort_key
+from harness.store import BenchmarkInfo, ResultRecord
+from harness.trust import REPORTED, REPRODUCED, checked_measures
+
+from .text import finite
+
+
+# --------------------------------------------------------------------------------------------
+# measures and names
+
+
+def measure_sort_key(name: str) -> tuple[int, int, str]:
+    """Column order when a benchmark has no stored default measures (the measures' own order)."""
+    return sort_key(name)
+
+
+SLICE_RE = re.compile(r"\[:(\d+)\]$")
+
+
+ENCODER_PARAMS = ("model", "base_model", "encoder")
+
+
+def short_model(name: str) -> str:
+    """``sentence-transformers/all-MiniLM-L6-v2`` → ``all-MiniLM-L6-v2``; a path → its last part."""
+    return re.split(r"[\\/]", name.rstrip("/\\"))[-1] or name
+
+
+def base_name(name: str) -> str:
+    """``nevir[:50]`` (a query slice) belongs where ``nevir`` does."""
+    return SLICE_RE.sub("", name)
+
+
+def is_local(name: str) -> bool:
+    """Whether a stored benchmark name is a folder path (how the folder loader names a local
+    BEIR-format folder, so the runner can reload it)."""
+    return name.startswith("/") or bool(re.match(r"^[A-Za-z]:[\\/]", name))
+
+
+def local_display(name: str) -> str:
+    """A local folder's name as pages show it: its own folder name (plus any ``:split`` and query
+    slice), never the absolute path, which says nothing to a reader and may name a temporary
+    directory or a user's home."""
+    sliced = SLICE_RE.search(name)
+    rest = base_name(name)
+    split = ""
+    m = re.search(r":([A-Za-z0-9_-]+)$", rest)
+    if m and not re.match(r"^[A-Za-z]:$", rest[:2] if len(rest) == 2 else ""):
+        rest, split = rest[:m.start()], m.group(0)
+    folder = re.split(r"[\\/]", rest.rstrip("/\\"))[-1] or rest
+    return f"{folder}{split}{sliced.group(0) if sliced else ''}"
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# what the suites declare
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A suite as the leaderboard reads it from :func:`harness.registry.suites`.
+
+    Besides ``description`` and ``benchmarks``, a suite may declare ``headline`` (the measures of
+    its overview table, the first of which orders the rows; a suite without one has no table),
+    ``baselines`` (the retrievers whose best row every row of its benchmarks is tested against)
+    and ``reference`` (the retriever whose best row is the other reference)."""
+
+    name: str
+    description: str = ""
+    benchmarks: tuple[str, ...] = ()
+    headline: tuple[str, ...] = ()
+    baselines: tuple[str, ...] = ()
+    reference: str | None = None
+    relevance: str | None = None  # the topical measure a ranked row must beat chance on
+    chance: str | None = None  # the retriever whose row is the chance level
+    tradeoff: tuple[str, str] | None = None  # (violation measure, topical measure) of its scatter
+
+    @classmethod
+    def from_entry(cls, name: str, entry: Mapping[str, Any]) -> SuiteSpec:
+        def names(key: str) -> tuple[str, ...]:
+            value = entry.get(key)
+            return tuple(str(x) for x in value) if isinstance(value, (list, tuple)) else ()
+
+        def one(key: str) -> str | None:
+            value = entry.get(key)
+            return str(value) if value else None
+
+        pair = names("tradeoff")
+        return cls(name, str(entry.get("description", "")), names("benchmarks"), names("headline"),
+                   names("baselines"), one("reference"), one("relevance"), one("chance"),
+                   (pair[0], pair[1]) if len(pair) == 2 else None)
+
+    @property
+    def compares(self) -> bool:
+        return bool(self.baselines) or self.reference is not None
+
+
+
+# --------------------------------------------------------------------------------------------
+# grouping and aggregation
+
+
+@dataclass
+class Aggregate:
+    """One measure of one configuration, over its seeds."""
+
+    mean: float | None
+    std: float | None  # sample std over seeds, only with ≥ 2 seeds that have a value
+    ci: tuple[float, float] | None  # the 95% bootstrap CI, only with a single seed
+    n: list[int]  # distinct per-seed counts
+    values: list[float]  # per-seed means that were averaged
+
+
+@dataclass
+class ConfigGroup:
+    benchmark: str
+    benchmark_version: str
+    label: str
+    spec_hash: str
+    records: list[ResultRecord] = field(default_factory=list)  # one per seed, by seed
+    display: str = ""
+    trust: str = REPRODUCED  # the weakest trust level of its results (harness.trust)
+
+    @property
+    def retriever(self) -> str:
+        return self.records[0].retriever if self.records else ""
+
+    @property
+    def encoder(self) -> str:
+        """The backbone encoder its spec names (``model``, else ``base_model``), shortened to the
+        model's own name; empty when the spec names none (bm25)."""
+        params = (self.records[0].spec.get("params") or {}) if self.records else {}
+        for key in ENCODER_PARAMS:
+            v = params.get(key)
+            if isinstance(v, str) and v:
+                return short_model(v)
+        return ""
+
+    @property
+    def llm(self) -> str:
+        """The LLM its results were computed with (the runner records it for a retriever that calls
+        one); empty when none did."""
+        models = {str((r.extra.get("llm") or {}).get("model") or "") for r in self.records
+                  if isinstance(r.extra.get("llm"), Mapping)}
+        return ", ".join(sorted(short_model(m) for m in models if m))
+
+    @property
+    def note(self) -> str:
+        """Why the configuration's results are what they are (a slice, a cap, a setting that differs
+        from the paper), as the reference plan says it (``extra["reference"]["note"]`` of a
+        bundled result); empty for any other result."""
+        notes = [str(r.extra["reference"]["note"]) for r in self.records
+                 if isinstance(r.extra.get("reference"), Mapping) and r.extra["reference"].get("note")]
+        return " ".join(dict.fromkeys(notes))
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.records]
+
+    @property
+    def checked(self) -> frozenset[str] | None:
+        """The figures checked here on every seed (:func:`harness.trust.checked_measures`):
+        ``None`` when every result was computed here (all of them)."""
+        sets = [c for c in (checked_measures(r.extra) for r in self.records) if c is not None]
+        return frozenset.intersection(*sets) if sets else None
+
+    def trusted_for(self, measure: str) -> bool:
+        """Whether its figure of ``measure`` is reproduced, or verified on that measure."""
+        if self.trust == REPORTED:
+            return False
+        checked = self.checked
+        return checked is None or measure in checked
+
+    @property
+    def newest(self) -> ResultRecord:
+        return max(self.records, key=lambda r: (r.created_at, r.id or 0))
+
+    @property
+    def n_queries(self) -> list[int]:
+        return sorted({r.n_queries for r in self.records})
+
+    @property
+    def n_missing(self) -> int:
+        return max((r.n_missing for r in self.records), default=0)
+
+    def measure(self, name: str) -> Aggregate:
+        vals = [r.measures[name] for r in self.records if name in r.measures]
+        means = [float(v.mean) for v in vals if finite(v.mean)]
+        ns = sorted({int(v.n) for v in vals})
+        if not means:
+            return Aggregate(None, None, None, ns, [])
+        mean = float(sum(means) / len(means))
+        std = None
+        if len(means) >= 2:
+            std = math.sqrt(sum((x - mean) ** 2 for x in means) / (len(means) - 1))
+        ci = None
+        if len(self.records) == 1 and len(vals) == 1 and finite(vals[0].ci_low) and finite(vals[0].ci_high):
+            ci = (float(vals[0].ci_low), float(vals[0].ci_high))
+        return Aggregate(mean, std, ci, ns, means)
+
+
+@dataclass
+class BenchmarkSection:
+    name: str
+    task: str
+    infos: list[BenchmarkInfo]  # stored info for the versions that have results (may be empty)
+    info: BenchmarkInfo | None  # the one whose default measures and stats are shown
+    measures: list[str]  # the headline measures: the stored defaults, else every measure present
+    groups: list[ConfigGroup]
+    versions: list[str]
+    slug: str = ""
+    display: str = ""  # the name pages show: a local folder's own name, not its absolute path
+
+    @property
+    def fallback(self) -> bool:
+        return self.info is None
+
+    @property
+    def local(self) -> bool:
+        """A benchmark read from a folder given by path (``--benchmark ./folder``)."""
+        return is_local(self.name)
+
+    @property
+    def query_slice(self) -> int | None:
+        """``N`` for results on the first ``N`` queries (``--max-queries``, ``nevir[:N]``): a smoke
+        slice, shown on its own page but never in an overview table."""
+        m = SLICE_RE.search(self.name)
+        return int(m.group(1)) if m else None
+
+    def all_measures(self) -> list[str]:
+        """The headline measures, then every other measure a row has, in column order."""
+        present = {m for g in self.groups for r in g.records for m in r.measures}
+        return list(self.measures) + sorted(present - set(self.measures), key=measure_sort_key)
