@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .data import default_home
+from .errors import UserError
 from .ledger import CallJournal, Ledger, LLMCall
 
 log = logging.getLogger("beyondsim.llm")
@@ -74,7 +75,7 @@ def cache_file(home: str | Path) -> Path:
     return Path(home) / "cache" / "llm.sqlite"
 
 
-class LLMError(RuntimeError):
+class LLMError(UserError, RuntimeError):
     """A request failed for good (retries exhausted, or an error that retrying cannot fix)."""
 
 

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .data import default_data_dir, missing_files
+from .errors import UserError
 from .measures import parse_measure
 from .protocols import Progress
 from .registry import RegistryError, RetrieverSpec, get_benchmark_loader, looks_like_path, make_spec
@@ -80,7 +81,7 @@ _OPTIONAL = ("params", "quick", "seed", "baseline", "claim")
 FIELDS = _REQUIRED + _OPTIONAL
 
 
-class MatrixError(ValueError):
+class MatrixError(UserError, ValueError):
     """A matrix file that cannot be read: the message is one line naming file, row and field."""
 
 

@@ -718,5 +718,10 @@ class Store:
         return json.loads(row["value_json"]) if row else default
 
 
+def store_path(home: Path) -> Path:
+    """The results store of a home folder."""
+    return Path(home) / "results.sqlite"
+
+
 def open_store(home: Path) -> Store:
-    return Store(home / "results.sqlite")
+    return Store(store_path(home))

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
+from .errors import UserError
+
 TASKS = ("constraint", "topical", "completeness")
 
 _SLICE = re.compile(r"^(?P<base>.+)\[:(?P<n>[0-9]+)\]$")
@@ -202,7 +204,7 @@ class Benchmark:
         }
 
 
-class RunError(ValueError):
+class RunError(UserError, ValueError):
     pass
 
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli_options import DataDirOpt, HomeOpt, LlmBaseUrlOpt, LlmModelOpt
+from harness.cli.options import DataDirOpt, HomeOpt, LlmBaseUrlOpt, LlmModelOpt
 
 _TYPER = {"no_args_is_help": True, "rich_markup_mode": None}
 deo_app = typer.Typer(help="DEO's query decomposers.", **_TYPER)
