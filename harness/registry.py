@@ -48,6 +48,10 @@ class RegistryError(UserError, LookupError):
     """An unknown or unloadable retriever, benchmark, suite or plugin."""
 
 
+class UnknownNameError(RegistryError, ValueError):
+    """A name that a loader's own list does not hold (``beir/<dataset>``, ``diag/<set>``, …)."""
+
+
 class ParamError(UserError, ValueError):
     """A parameter or label that a retriever or the store cannot take, found before any work."""
 

@@ -46,7 +46,7 @@ class _Commands(TyperGroup):
     """The app's command group: every verb runs inside :func:`reporting_errors`."""
 
     def invoke(self, ctx: Any) -> Any:
-        with reporting_errors(bool(ctx.params.get("traceback"))):
+        with reporting_errors(bool(ctx.params.get("show_traceback"))):
             return super().invoke(ctx)
 
 

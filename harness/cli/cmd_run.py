@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..data import default_data_dir
 from ..errors import UserError
-from ..measures import format_value
+from ..measures import format_value, parse_measure
 from ..registry import artifact_users, get_trainer, load_benchmark, make_spec, parse_key_values
 from ..runner import DEFAULT_K, Settings
 from ..store import Store
@@ -53,6 +53,8 @@ def run(
     LLM budget (finished results are stored; LLM responses are cached, so a rerun resumes)."""
     k = check_depth(k)
     seed_list = check_seeds(seeds, seed) or []
+    for m in measure or ():
+        parse_measure(m)  # a name that does not parse is refused before any work
     cfg = load_config(config)
     if leaderboard_dir is not None:
         check_site_folder(leaderboard_dir)
