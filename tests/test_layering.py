@@ -200,11 +200,24 @@ def test_a_verb_that_fails_to_load_says_why(monkeypatch: pytest.MonkeyPatch) -> 
 
     import harness.cli as cli
 
-    broken = typer.Typer(add_completion=False)
-    broken.command("ok")(lambda: None)
-    monkeypatch.setattr(cli, "app", broken)
     monkeypatch.setattr(cli, "command_apps", lambda: [("nope", None, "command 'nope': entry point 'x:y' failed "
                                                                          "to load: boom")])
-    cli._mount_commands()
-    res = CliRunner().invoke(broken, ["nope"])
+    res = CliRunner().invoke(cli.app, ["nope"])
     assert res.exit_code == 2 and "failed to load: boom" in res.output
+    res = CliRunner().invoke(cli.app, ["--help"])
+    assert res.exit_code == 0 and "nope" in res.output
+
+
+def test_a_package_verb_may_import_the_shared_options_before_the_app() -> None:
+    """The verbs of installed packages are added when the command line is built, so importing one
+    (it imports harness.cli.options, and so the package) before the app mounts it whole."""
+    import subprocess
+    import sys
+
+    script = ("import retrievers.commands\n"
+              "from typer.testing import CliRunner\n"
+              "from harness.cli import app\n"
+              "res = CliRunner().invoke(app, ['deo', 'agreement', '--help'])\n"
+              "assert res.exit_code == 0 and '--benchmark' in res.output, res.output\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -43,7 +43,15 @@ OUR_PACKAGES = ("harness", "retrievers", "benchmarks", "reports")
 
 
 class _Commands(TyperGroup):
-    """The app's command group: every verb runs inside :func:`reporting_errors`."""
+    """The app's command group: every verb runs inside :func:`reporting_errors`. The verbs of
+    installed packages are added when the command line is built, not when this package is
+    imported, so a package's verbs may import :mod:`harness.cli.options` (:func:`plugin_commands`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        for verb, command in plugin_commands():
+            if verb not in self.commands:
+                self.add_command(command, verb)
 
     def invoke(self, ctx: Any) -> Any:
         with reporting_errors(bool(ctx.params.get("show_traceback"))):
@@ -151,23 +159,26 @@ app.add_typer(cmd_reference.reference_app, name="reference")
 
 def _failed_command(error: str) -> Callable[[], None]:
     def command() -> None:
-        with reporting_errors():
-            fail(error)
+        fail(error)
 
     return command
 
 
-def _mount_commands() -> None:
-    """Verbs of installed packages (entry point group ``beyondsim.commands``), each a typer app
-    mounted under its entry point's name; one that fails to load becomes a verb that says why."""
+def plugin_commands() -> list[tuple[str, Any]]:
+    """``(verb, command)`` for the verbs of installed packages (entry point group
+    ``beyondsim.commands``), each a typer app under its entry point's name; one that fails to load
+    becomes a verb that says why."""
+    rows = []
     for verb, commands, error in command_apps():
         if commands is None:
-            app.command(verb, help=f"Failed to load: {error}")(_failed_command(error))
+            failed = typer.Typer(add_completion=False, **TYPER_SETTINGS)
+            failed.command(verb, help=f"Failed to load: {error}")(_failed_command(error))
+            command = typer.main.get_command(failed)
         else:
-            app.add_typer(commands, name=verb)
-
-
-_mount_commands()
+            command = typer.main.get_group(commands)
+        command.name = verb
+        rows.append((verb, command))
+    return rows
 
 
 def main() -> None:  # pragma: no cover

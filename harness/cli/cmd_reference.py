@@ -12,7 +12,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ..data import default_data_dir
-from ..registry import RegistryError, reference_files
 from ..runner import Runner, Settings
 from ..store import open_store as store_at
 from ..store import store_path
@@ -28,6 +27,8 @@ OnlyOpt = typer.Option(None, "--only", help="Only the configurations whose label
 
 
 def _files() -> dict[str, Path]:
+    from ..registry import reference_files
+
     files = reference_files()
     if "plan" not in files:
         fail("no reference plan is installed (entry point group beyondsim.reference)")
@@ -221,6 +222,7 @@ def reproduce(
     (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
+    from ..registry import RegistryError, reference_files
     from ..reproduce import (FAIL, OK, OKISH, REFERENCE, SKIP, describe, load_matrix, reproduce,
                             shipped_matrix, store_rows, summarise)
 

@@ -207,9 +207,9 @@ def train(
             path, card = trainer.train(params, home=home_dir(home), data_dir=root, load_benchmark=lambda n: load_benchmark(n, root, online),
                                        device=device, progress=progress,
                                        log=log_line, out_dir=out_dir, force=force)
+        except UserError:
+            raise
         except (FileNotFoundError, ValueError, RuntimeError) as e:  # the trainer's own refusals
-            if isinstance(e, UserError):
-                raise
             fail(str(e))
     t = Table(title=f"{name}: {path}", title_justify="left", show_header=False)
     for key in ("base_model", "pooling", "query_prefix", "seed", "steps", "wall_s", "device"):
