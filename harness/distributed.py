@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .encoders import EmbeddingCache, EncoderPool, load_encoder
+from .errors import UserError
 from .llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
 from .protocols import Progress
 from .registry import (RetrieverSpec, get_retriever_class, looks_like_path, make_spec, retriever_info,
@@ -69,8 +70,12 @@ PASSED_ENV = ("BEYONDSIM_LLM_BASE_URL", "BEYONDSIM_LLM_MODEL", "HF_HOME", "HF_HU
               "SENTENCE_TRANSFORMERS_HOME", "TORCH_HOME", "NLTK_DATA", ENV_MAX_RETRIES, ENV_ENCODE_MIN)
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(UserError, RuntimeError):
     """Ray is not installed, or the cluster cannot be reached."""
+
+
+class JobsLost(UserError, RuntimeError):
+    """Jobs whose worker or node was lost; the finished results are stored and a rerun resumes."""
 
 
 def import_ray() -> Any:
@@ -494,7 +499,7 @@ class RayRunner(Runner):
         if error is not None:
             raise error
         if lost:
-            raise RuntimeError(f"{len(lost)} job(s) did not finish: their worker or node was lost "
+            raise JobsLost(f"{len(lost)} job(s) did not finish: their worker or node was lost "
                                f"({', '.join(sorted({why for _, why in lost}))}); the {done} result(s) that finished "
                                "are stored: run the same command again to compute the rest")
         if self.budget_stop is not None:
