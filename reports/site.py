@@ -96,7 +96,8 @@ def check_site_folder(out_dir: Path, force: bool = False) -> None:
         return
     if any(out_dir.iterdir()):
         raise SiteError(f"{out_dir} holds files and is not a leaderboard site: give an empty or new folder, or "
-                        "--force to write the site into it (its pages replace files of the same name)")
+                        f"write the site into it with `beyondsim leaderboard --out {out_dir} --force` (its pages "
+                        "replace files of the same name)")
 
 
 def _prune(out_dir: Path, written: set[str]) -> list[str]:
@@ -131,9 +132,9 @@ def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderbo
     ``include`` keeps only the results it accepts (:func:`reports.compare.compare`).
 
     The pages are rendered into a staging folder first and then moved into ``out_dir``. A file there
-    that the previous render did not write (its manifest) is never replaced unless ``force`` (then
-    nothing is changed and a :class:`SiteError` lists them), and never deleted: only the pages the
-    previous render listed and this one did not write are removed (:func:`check_site_folder`)."""
+    that the previous render did not write (its manifest) is replaced only with ``force``; without
+    it a :class:`SiteError` lists them and nothing is changed. No such file is ever deleted: only the
+    pages the previous render listed and this one did not write are removed (:func:`_prune`)."""
     out_dir = Path(out_dir)
     check_site_folder(out_dir, force)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -148,7 +149,7 @@ def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderbo
         if clash and not force:
             raise SiteError(f"{out_dir} holds {len(clash)} file(s) the site did not write where it would write its "
                             f"pages ({', '.join(clash[:5])}{', …' if len(clash) > 5 else ''}); nothing was changed "
-                            "(--force replaces them)")
+                            "(`beyondsim leaderboard --force` replaces them)")
         for rel in sorted(site.written):
             target = out_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)

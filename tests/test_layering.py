@@ -221,3 +221,32 @@ def test_a_package_verb_may_import_the_shared_options_before_the_app() -> None:
               "assert res.exit_code == 0 and '--benchmark' in res.output, res.output\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_modules_of_the_command_line_import_each_other_without_a_cycle() -> None:
+    """Every import between the modules of harness/cli, lazy ones included, goes one way."""
+    package = HARNESS / "cli"
+    names = {p.stem for p in package.glob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        targets = edges.setdefault(path.stem, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    targets.add(node.module.split(".")[0])
+                else:
+                    targets |= {a.name for a in node.names}
+    edges = {m: {t for t in ts if t in names and t != m} for m, ts in edges.items()}
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module in done:
+            return
+        for target in sorted(edges[module]):
+            visit(target, (*path, module))
+        done.add(module)
+
+    for module in sorted(edges):
+        visit(module, ())
+    assert "__init__" not in set().union(*edges.values())  # no verb module reaches back to the app

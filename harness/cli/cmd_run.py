@@ -75,8 +75,8 @@ def run(
         base = p.pop("retriever", n)
         specs.append(make_spec(base, p, label=n if base != n else ""))
     llm_settings = resolve_llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd,
-                                 max_calls=max_calls, concurrency=llm_concurrency,
-                                 prices=str(prices) if prices else None)
+                                        max_calls=max_calls, concurrency=llm_concurrency,
+                                        prices=str(prices) if prices else None)
     settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
                         extra_measures=tuple(measure or ()), llm=llm_settings,
                         max_queries=max_queries)
