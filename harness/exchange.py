@@ -395,24 +395,18 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 @contextlib.contextmanager
 def open_export(path: str | Path) -> Iterator[TextIO]:
-    """An export file as UTF-8 text (``-``: stdin), gzip-compressed or not, whatever its name: its
+    """An export file as UTF-8 text (``-``: stdin), gzip-compressed or not whatever its name: its
     first two bytes tell."""
-    if str(path) == "-":
-        raw = sys.stdin.buffer
+    with contextlib.ExitStack() as files:
+        raw = sys.stdin.buffer if str(path) == "-" else files.enter_context(open(path, "rb"))
         buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
-        text = _text(buffered)
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb") if buffered.peek(2)[:2] == GZIP_MAGIC else buffered
+        text = io.TextIOWrapper(stream, encoding="utf-8")  # type: ignore[arg-type]
         try:
             yield text
         finally:
-            text.detach()  # stdin stays open
-        return
-    with open(path, "rb") as f, _text(f) as text:
-        yield text
-
-
-def _text(raw: io.BufferedReader) -> io.TextIOWrapper:
-    stream = gzip.GzipFile(fileobj=raw, mode="rb") if raw.peek(2)[:2] == GZIP_MAGIC else raw
-    return io.TextIOWrapper(stream, encoding="utf-8")  # type: ignore[arg-type]
+            if text.detach() is not buffered:
+                stream.close()  # the gzip reader; the file closes with the stack, stdin stays open
 
 
 def read_export_file(path: str) -> list[ImportedLine | ImportedContent]:

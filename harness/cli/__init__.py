@@ -108,7 +108,8 @@ def _our_roots() -> list[Path]:
     roots = []
     for name in OUR_PACKAGES:
         spec = importlib.util.find_spec(name)
-        roots += [Path(p).resolve() for p in (spec.submodule_search_locations or []) if spec is not None]
+        if spec is not None:
+            roots += [Path(p).resolve() for p in spec.submodule_search_locations or ()]
     paths = sysconfig.get_paths()
     places = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     places += [*getattr(site, "getsitepackages", lambda: [])(), getattr(site, "getusersitepackages", lambda: "")()]
