@@ -215,6 +215,14 @@ def test_every_parameter_value_is_checked_before_any_work(data: Path, home: Path
     assert not (home / "results.sqlite").exists()
 
 
+def test_a_parameter_from_a_config_is_checked_the_same_way(data: Path, home: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[retrievers.mine]\nretriever = "bm25"\nk1 = nan\n')
+    res = invoke("run", "mine", "-c", str(cfg), "-b", str(data))
+    assert res.exit_code == 2 and "bm25.k1: must be a finite number, not nan" in flat(res.output), res.output
+    assert not (home / "results.sqlite").exists()
+
+
 def test_a_stemmer_among_the_choices_runs(data: Path, home: Path) -> None:
     res = invoke("run", "bm25", "-b", str(data), "-p", "bm25.stemmer=english", "--k", "5")
     assert res.exit_code == 0, res.output
