@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.data import DatasetInfo, MissingDataError, parse_grade
-from harness.registry import RegistryError
+from harness.registry import RegistryError, UnknownNameError
 from harness.types import Benchmark
 
 from .common import (
@@ -105,7 +105,7 @@ def parse_beir_name(name: str) -> tuple[str, str]:
     if not sep:
         split = "test"
     if not _NAME_RE.fullmatch(sub) or ".." in sub.split("/") or not _SPLIT_RE.fullmatch(split):
-        raise ValueError(f"not a BEIR benchmark name: {name!r} (expected 'beir/<dataset>[:<split>]', "
+        raise UnknownNameError(f"not a BEIR benchmark name: {name!r} (expected 'beir/<dataset>[:<split>]', "
                          "e.g. 'beir/scifact')")
     return sub, split
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Collection, Iterable, Iterator, Sequence
 
 from harness.data import (DataError, DatasetInfo, get_field, iter_jsonl, missing_files, read_json, read_pairs_tsv,
                           read_qrels_tsv, require_files)
+from harness.registry import UnknownNameError
 from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query, benchmark_fingerprint
 
 Origin = Path | str
@@ -526,7 +527,7 @@ def split_of(name: str, base: str, splits: Sequence[str]) -> str:
     split = split or ("" if sep else "test")
     if b != base or split not in splits:
         allowed = ", ".join(repr(base if s == "test" else f"{base}:{s}") for s in splits)
-        raise ValueError(f"unknown benchmark {name!r}; use {allowed}")
+        raise UnknownNameError(f"unknown benchmark {name!r}; use {allowed}")
     return split
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
 from harness.data import DataError, DatasetInfo, MissingDataError, default_home, get_field, iter_jsonl
+from harness.registry import UnknownNameError
 from harness.types import Benchmark, Corpus, Judgments, Query
 
 from .common import (CONSTRAINT_MEASURES, IdTracker, LoaderBase, Origin, build_corpus, check_doc_refs, get_id_list,
@@ -67,7 +68,7 @@ def set_name(name: str) -> str:
     base = name.split(":", 1)[0]
     prefix, _, which = base.partition("/")
     if prefix != "diag" or which not in SETS:
-        raise ValueError(f"unknown diagnostic set {name!r}; use one of "
+        raise UnknownNameError(f"unknown diagnostic set {name!r}; use one of "
                          + ", ".join(f"'diag/{s}'" for s in SETS))
     return which
 

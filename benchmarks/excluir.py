@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 from harness.data import DataError, DatasetInfo, MissingDataError, get_field, iter_jsonl, read_qrels_tsv
+from harness.registry import UnknownNameError
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
 
 from .common import IdTracker, LoaderBase, build_corpus, check_doc_refs, get_id_list, require_text
@@ -97,7 +98,7 @@ def excluir_split(name: str) -> str:
     base, sep, split = name.partition(":")
     split = split or ("" if sep else "test")
     if base != "excluir" or split not in SPLITS:
-        raise ValueError(f"unknown ExcluIR benchmark {name!r}; use 'excluir', 'excluir:train', 'excluir:full' "
+        raise UnknownNameError(f"unknown ExcluIR benchmark {name!r}; use 'excluir', 'excluir:train', 'excluir:full' "
                          "or 'excluir:coder'")
     return split
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
 from harness.data import DataError, DatasetInfo, get_field, iter_jsonl
+from harness.registry import UnknownNameError
 from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query
 
 from .common import IdTracker, LoaderBase, Origin, dedup_by_text, require_text
@@ -53,7 +54,7 @@ def nevir_split(name: str) -> str:
     base, _, split = name.partition(":")
     split = split or "test"
     if base != "nevir" or split not in SPLITS:
-        raise ValueError(f"unknown NevIR benchmark {name!r}; use 'nevir', 'nevir:train', 'nevir:dev' or "
+        raise UnknownNameError(f"unknown NevIR benchmark {name!r}; use 'nevir', 'nevir:train', 'nevir:dev' or "
                          "'nevir:coder'")
     return split
 

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.data import DataError, DatasetInfo, MissingDataError, read_json, read_qrels_tsv
+from harness.registry import UnknownNameError
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
 
 from .common import (SPLIT_SEED, LoaderBase, Origin, beir_files, item_field, json_list, load_beir_folder, seeded_partition,
@@ -192,7 +193,7 @@ def toolbank_name(name: str) -> tuple[str, str]:
     family, _, bank = base.partition("/")
     split = split or ("" if sep else "test")
     if family != "toolbank" or bank not in BANKS or split not in TOOLBANK_SPLITS:
-        raise ValueError(f"unknown ToolBank benchmark {name!r}; use toolbank/<bank>[:train|:dev] with bank "
+        raise UnknownNameError(f"unknown ToolBank benchmark {name!r}; use toolbank/<bank>[:train|:dev] with bank "
                          f"one of {', '.join(BANKS)}")
     return bank, split
 

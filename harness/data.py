@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
+from .errors import UserError
 from .types import Benchmark
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """Malformed benchmark input: names the file, line and problem."""
 
     def __init__(self, path: Path | str, line: int | None, problem: str):
@@ -26,7 +27,7 @@ class DataError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
-class MissingDataError(FileNotFoundError):
+class MissingDataError(UserError, FileNotFoundError):
     """A benchmark's files are absent; says which, where they were looked for, and the source."""
 
     def __init__(self, benchmark: str, root: Path, missing: Sequence[str], source: str):

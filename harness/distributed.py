@@ -77,6 +77,10 @@ class RayUnavailable(UserError, RuntimeError):
     """Ray is not installed, or the cluster cannot be reached."""
 
 
+class JobsLost(UserError, RuntimeError):
+    """Jobs whose worker or node was lost; the finished results are stored and a rerun resumes."""
+
+
 def import_ray() -> Any:
     try:
         import ray
@@ -521,9 +525,9 @@ class RayRunner(Runner):
         if error is not None:
             raise error
         if lost:
-            raise RuntimeError(f"{len(lost)} job(s) did not finish: their worker or node was lost "
-                               f"({', '.join(sorted({why for _, why in lost}))}); the {self.settled.done} result(s) "
-                               "that finished are stored: run the same command again to compute the rest")
+            raise JobsLost(f"{len(lost)} job(s) did not finish: their worker or node was lost "
+                             f"({', '.join(sorted({why for _, why in lost}))}); the {self.settled.done} result(s) "
+                             "that finished are stored: run the same command again to compute the rest")
 
     # -- grids (sweep, tune) --
 

@@ -44,6 +44,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .embedding_cache import CHECKSUM_CHARS, EmbeddingCache, _texts_hash, file_checksum, warn_stderr  # noqa: F401
+from .errors import UserError
 from .progress import NullProgress
 
 # alias -> (python module, attribute giving the model directory)
@@ -74,7 +75,7 @@ SPLIT_ZIP_MODELS: dict[str, SplitZipModel] = {
 }
 
 
-class EncoderError(RuntimeError):
+class EncoderError(UserError, RuntimeError):
     pass
 
 

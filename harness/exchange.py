@@ -20,7 +20,9 @@ so a line whose retriever is given as ``module:Class`` is refused.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import math
 import re
@@ -31,11 +33,12 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, Sequence, TextIO, Union
+from typing import Annotated, Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TextIO, Union
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter,
                       ValidationError)
 
+from .errors import UserError
 from .registry import check_label
 from .store import CONTENT_DEPTH, IMPORTED, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key, snippet
 from .trust import ORIGIN_KEY, VERIFIED, trust_of
@@ -48,7 +51,7 @@ MAX_LISTED = 20  # problems listed in one error message; the rest are counted
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class ExchangeError(ValueError):
+class ExchangeError(UserError, ValueError):
     """A file that cannot be imported or a store that cannot be exported; the message lists the
     problems, one ``where: field: message`` line each."""
 
@@ -388,18 +391,32 @@ def read_export(lines: Iterable[str | bytes], source: str = "<input>") -> list[I
     return items
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@contextlib.contextmanager
+def open_export(path: str | Path) -> Iterator[TextIO]:
+    """An export file as UTF-8 text (``-``: stdin), gzip-compressed or not whatever its name: its
+    first two bytes tell."""
+    with contextlib.ExitStack() as files:
+        raw = sys.stdin.buffer if str(path) == "-" else files.enter_context(open(path, "rb"))
+        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb") if buffered.peek(2)[:2] == GZIP_MAGIC else buffered
+        text = io.TextIOWrapper(stream, encoding="utf-8")  # type: ignore[arg-type]
+        try:
+            yield text
+        finally:
+            if text.detach() is not buffered:
+                stream.close()  # the gzip reader; the file closes with the stack, stdin stays open
+
+
 def read_export_file(path: str) -> list[ImportedLine | ImportedContent]:
-    """:func:`read_export` of a file (``-``: stdin; a name ending ``.gz``: gzip-compressed). A file
-    that cannot be read, a damaged gzip stream or bytes that are not UTF-8 are one
+    """:func:`read_export` of a file (``-``: stdin), plain or gzip-compressed (:func:`open_export`).
+    A file that cannot be read, a damaged gzip stream or bytes that are not UTF-8 are one
     :class:`ExchangeError` line naming the file."""
     source = "<stdin>" if path == "-" else path
     try:
-        if path == "-":
-            return read_export(sys.stdin, source)
-        if path.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return read_export(f, source)
-        with open(path, encoding="utf-8") as f:
+        with open_export(path) as f:
             return read_export(f, source)
     except UnicodeDecodeError as e:
         raise ExchangeError(f"{source}: not UTF-8 text ({e.reason} at byte {e.start})") from None

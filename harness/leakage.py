@@ -21,12 +21,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .errors import UserError
 from .types import Benchmark
 
 _WS = re.compile(r"\s+")
 
 
-class LeakageError(RuntimeError):
+class LeakageError(UserError, RuntimeError):
     """A retriever would be scored on data its model was trained on."""
 
 

@@ -1,4 +1,4 @@
-"""The shared LLM client (DESIGN.md §6–7).
+"""The shared LLM client (docs/design/ledger-and-cost.md#llm-calls).
 
 One client over the ``openai`` package, pointed at any OpenAI-compatible server by base URL
 (OpenAI, vLLM, llama.cpp, Ollama). Retrievers receive it as ``ctx.llm`` and never open their own.

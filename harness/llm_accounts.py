@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .errors import UserError
+
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")
 CACHE_SCHEMA = 1
 
 
-class LLMError(RuntimeError):
+class LLMError(UserError, RuntimeError):
     """A request failed for good (retries exhausted, or an error that retrying cannot fix)."""
 
 

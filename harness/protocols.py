@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .progress import NullProgress, Progress  # in a module of their own, so the encoder pool needs nothing here
+from .errors import UserError
 from .types import Benchmark, Corpus, Query, Run
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,6 +164,10 @@ def _arity_problem(cls: type, name: str, params: tuple[str, ...]) -> str | None:
         return (f"{name}({', '.join(params)}): cannot be called with {len(params)} positional argument(s); "
                 f"it is defined as {name}({got})")
     return None
+
+
+class ProtocolError(UserError, TypeError):
+    """A retriever class that does not implement the protocol."""
 
 
 def missing_protocol_members(cls: type) -> list[str]:

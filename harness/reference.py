@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .errors import UserError
 from .store import IMPORTED, ResultRecord, Store
 from .trust import ORIGIN_KEY, is_reference, origin
 from .types import slice_name
@@ -42,7 +43,7 @@ META_KEY = "reference_bundle"
 TOLERANCE = 1e-9
 
 
-class PlanError(ValueError):
+class PlanError(UserError, ValueError):
     pass
 
 
@@ -190,7 +191,9 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
+    from .exchange import open_export
+
+    with open_export(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

@@ -19,6 +19,7 @@ import difflib
 import hashlib
 import importlib
 import json
+import math
 import os
 import unicodedata
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .citation import Citation
+from .errors import UserError
 
 RETRIEVER_GROUP = "beyondsim.retrievers"
 BENCHMARK_GROUP = "beyondsim.benchmarks"
@@ -42,8 +44,16 @@ _retrievers: dict[str, type] = {}
 _benchmarks: dict[str, type] = {}
 
 
-class RegistryError(LookupError):
-    pass
+class RegistryError(UserError, LookupError):
+    """An unknown or unloadable retriever, benchmark, suite or plugin."""
+
+
+class UnknownNameError(RegistryError, ValueError):
+    """A name that a loader's own list does not hold (``beir/<dataset>``, ``diag/<set>``, …)."""
+
+
+class ParamError(UserError, ValueError):
+    """A parameter or label that a retriever or the store cannot take, found before any work."""
 
 
 # A label names a configuration on every page and in every table; longer ones are refused before any
@@ -60,10 +70,10 @@ def check_label(label: str, what: str = "label") -> str:
     """``label`` unchanged when it can name a configuration: at most :data:`MAX_LABEL_CHARS`
     characters, no control characters; else a ValueError naming the problem."""
     if len(label) > MAX_LABEL_CHARS:
-        raise ValueError(f"{what} {shown(label)} is {len(label)} characters long; at most {MAX_LABEL_CHARS} are allowed")
+        raise ParamError(f"{what} {shown(label)} is {len(label)} characters long; at most {MAX_LABEL_CHARS} are allowed")
     bad = sorted({f"U+{ord(c):04X}" for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
     if bad:
-        raise ValueError(f"{what} {shown(label)} contains control or invisible characters ({', '.join(bad)})")
+        raise ParamError(f"{what} {shown(label)} contains control or invisible characters ({', '.join(bad)})")
     return label
 
 
@@ -174,6 +184,9 @@ def _import_object(spec: str) -> Any:
         obj = importlib.import_module(module)
     except ImportError as e:
         raise RegistryError(f"cannot import module {module!r} from spec {spec!r}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - the module itself raised while it was imported
+        raise RegistryError(f"cannot import module {module!r} from spec {spec!r}: importing it raised "
+                            f"{type(e).__name__}: {e}{_raised_at(e)}") from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -238,8 +251,39 @@ def coerce_value(field_type: Any, value: Any, where: str) -> Any:
         if t in ("str|None", "Optional[str]") and value.lower() in ("none", "null"):
             return None
     except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
+        raise ParamError(f"{where}: {e}") from None
     return value
+
+
+CHOICES = "choices"  # dataclass field metadata: the values a parameter accepts (or a function returning them)
+NONFINITE = "allow_nonfinite"  # dataclass field metadata: a float parameter that may be inf or nan
+
+
+def choice_param(default: Any, choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> Any:
+    """A parameter field that takes one of ``choices`` (``None`` is accepted when it is the
+    default); ``choices`` may be a function, called when a value is checked."""
+    return dataclasses.field(default=default, metadata={CHOICES: choices})
+
+
+def check_value(f: dataclasses.Field, value: Any, where: str) -> None:
+    """A ParamError when ``value`` (already coerced) is not finite for a float parameter that does
+    not allow it, or is not one of the parameter's enumerated choices."""
+    if isinstance(value, float) and not math.isfinite(value) and not f.metadata.get(NONFINITE):
+        raise ParamError(f"{where}: must be a finite number, not {value!r}")
+    choices = f.metadata.get(CHOICES)
+    if choices is None or (value is None and f.default is None):
+        return
+    allowed = list(choices() if callable(choices) else choices)
+    if value not in allowed:
+        raise ParamError(f"{where}: {value!r} is not one of {', '.join(map(repr, allowed))}")
+
+
+def _raised_at(e: BaseException) -> str:
+    """`` (at FILE:LINE)``: the innermost frame of ``e``'s traceback, or nothing."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None else ""
 
 
 @dataclass(frozen=True)
@@ -334,7 +378,7 @@ def parse_key_values(items: Iterable[str] | None, *, strip_values: bool) -> dict
     for item in items or []:
         k, eq, v = item.partition("=")
         if not eq or not k.strip():
-            raise ValueError(f"bad --param {item!r}; use KEY=VALUE")
+            raise ParamError(f"bad --param {item!r}; use KEY=VALUE")
         out[k.strip()] = v.strip() if strip_values else v
     return out
 
@@ -345,15 +389,17 @@ def build_params(pcls: type, given: Mapping[str, Any], owner: str, prefix: str) 
     fields = {f.name: f for f in dataclasses.fields(pcls)}
     unknown = sorted(set(given) - set(fields))
     if unknown:
-        raise ValueError(
+        raise ParamError(
             f"{owner}: unknown parameter(s) {', '.join(unknown)}; "
             f"accepted: {', '.join(fields) or '(none)'}"
         )
     coerced = {k: coerce_value(fields[k].type, v, f"{prefix}.{k}") for k, v in given.items()}
+    for k, v in coerced.items():
+        check_value(fields[k], v, f"{prefix}.{k}")
     try:
         return pcls(**coerced)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{owner}: bad parameters: {e}") from e
+        raise ParamError(f"{owner}: bad parameters: {e}") from e
 
 
 def instantiate(spec: RetrieverSpec, cls: type | None = None) -> Any:

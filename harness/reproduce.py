@@ -58,11 +58,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .data import default_data_dir, missing_files
+from .errors import UserError
 from .measures import parse_measure
 from .protocols import Progress
 from .registry import RegistryError, RetrieverSpec, get_benchmark_loader, looks_like_path, make_spec
 from .runner import Runner, Settings
-from .store import Store
+from .store import Store, open_store
 from .types import split_slice
 
 OK, OKISH, FAIL, SKIP = "OK", "OKish", "FAIL", "SKIP"
@@ -73,14 +74,14 @@ CLAIMS = ("better", "same")
 DIRECTION_RESAMPLES = 2000
 EXACT = 1e-4  # a difference this small (or within a smaller tolerance) is a match, not an approximation
 _SLACK = 1e-12  # float noise when a difference sits on the tolerance itself (0.51 − 0.50 > 0.01)
-SCRATCH = Path("reproduce") / "results.sqlite"  # under the home
+SCRATCH = Path("reproduce")  # the scratch home, under the home (its own results store)
 
 _REQUIRED = ("retriever", "benchmark", "measure", "expected", "tolerance", "kind", "source", "reason")
 _OPTIONAL = ("params", "quick", "seed", "baseline", "claim")
 FIELDS = _REQUIRED + _OPTIONAL
 
 
-class MatrixError(ValueError):
+class MatrixError(UserError, ValueError):
     """A matrix file that cannot be read: the message is one line naming file, row and field."""
 
 
@@ -444,7 +445,7 @@ def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = 
     ``make_runner(settings, store, progress, log)`` builds the runner (default: a local
     :class:`Runner`; ``--ray`` gives one that sends each job to a cluster)."""
     data_dir = default_data_dir(settings.data_dir)
-    scratch = Store(settings.home / SCRATCH)
+    scratch = open_store(settings.home / SCRATCH)
     base = dataclasses.replace(settings, force=True, bootstrap=0)  # the means are compared, not their CIs
     jobs = _jobs(rows)
     try:

@@ -1,4 +1,4 @@
-"""The runner: benchmark → retriever → metrics → store, with phase timing (DESIGN.md §1).
+"""The runner: benchmark → retriever → metrics → store, with phase timing (docs/design/overview.md#what-a-run-is).
 
 For every (retriever spec, benchmark, seed) it computes the result key; an existing key is
 skipped (and said so) unless ``force``. Each finished result is written to the store in one
@@ -24,15 +24,15 @@ import numpy as np
 
 from . import __version__ as HARNESS_VERSION
 from .cost import REUSED_KEY
-from .data import DataError, default_data_dir
+from .data import DataError, MissingDataError, default_data_dir
 from .encoders import EncoderPool, default_device
 from .model_facts import FACTS_KEY, pool_facts
-from .leakage import check_unseen
+from .leakage import LeakageError, check_unseen
 from .ledger import RESULT_RUN_KEY, Ledger, PhaseTime, RunTag
 from .llm import BudgetExceeded, LLMClient, LLMSettings
-from .measures import TASK_DEFAULTS, evaluate, pair_documents, parse_measure
+from .measures import TASK_DEFAULTS, MeasureError, evaluate, pair_documents, parse_measure
 from .protocols import (Analysable, DeclaresTrainingData, HasResultExtra, NullProgress, Preparable, Progress,
-                        RunContext, Scorer, Trainable, missing_protocol_members)
+                        ProtocolError, RunContext, Scorer, Trainable, missing_protocol_members)
 from .provenance import environment, provenance
 from .registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
                        retriever_info)
@@ -142,7 +142,7 @@ def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
         why = parse_measure(m).unsupported(has_viol, has_pairs)
         if why:
             if m in requested:
-                raise ValueError(f"measure {m} cannot be computed on {bench.name}: {why}")
+                raise MeasureError(f"measure {m} cannot be computed on {bench.name}: {why}")
             continue
         if m not in names:
             names.append(m)
@@ -166,7 +166,7 @@ def check_protocols(specs: Sequence[RetrieverSpec], classes: Sequence[type] | No
     for spec, cls in zip(specs, classes or [get_retriever_class(s.name) for s in specs]):
         missing = missing_protocol_members(cls)
         if missing:
-            raise TypeError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
+            raise ProtocolError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
                             f"implement the Retriever protocol; missing: {', '.join(missing)}")
 
 
@@ -226,10 +226,10 @@ class Runner:
         try:
             train, _ = self.load_benchmark(name)
         except (LookupError, FileNotFoundError) as e:
-            raise RuntimeError(f"{bench.name}: a trainable retriever needs the train split {name!r}: {e}") from e
+            raise MissingDataError(f"{bench.name}: a trainable retriever needs the train split {name!r}: {e}") from e
         overlap = {q.id for q in train.queries} & {q.id for q in bench.eval_queries}
         if overlap or train.version == bench.version:
-            raise RuntimeError(f"{bench.name}: train split {name!r} shares {len(overlap)} queries with the "
+            raise LeakageError(f"{bench.name}: train split {name!r} shares {len(overlap)} queries with the "
                                "evaluated split; refusing to score a retriever on data it saw")
         return train
 

@@ -640,6 +640,11 @@ class Store:
         return json.loads(row["value_json"]) if row else default
 
 
+def store_path(home: Path) -> Path:
+    """The results store of a home folder."""
+    return Path(home) / STORE_FILE
+
+
 # Every public method reports a SQLite failure as a StoreError naming the file.
 for _name, _method in list(vars(Store).items()):
     if not _name.startswith("_") and _name != "transaction" and callable(_method):
@@ -662,7 +667,7 @@ def open_store(home: Path, *, readonly: bool | None = None) -> Store:
     when it can be written here (:func:`writable`), else read-only, so that the commands that only
     read it (``leaderboard``, ``export``, ``audit``) work from a read-only home; a write to a
     read-only store raises a :class:`StoreError`. ``readonly=True``/``False`` decides instead."""
-    path = Path(home) / STORE_FILE
+    path = store_path(home)
     if readonly is None:
         readonly = not writable(path)
         if not readonly:

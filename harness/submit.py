@@ -9,9 +9,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterable
 
+from .errors import UserError
 from .protocols import Preparable, Trainable, missing_protocol_members
-from .registry import (RegistryError, RetrieverSpec, get_retriever_class, instantiate, make_spec, params_class,
-                       parse_key_values)
+from .registry import (ParamError, RegistryError, RetrieverSpec, check_label, get_retriever_class, instantiate,
+                       make_spec, params_class, parse_key_values)
 
 # The seeds a submission is scored with: a retriever that trains (``fit``) or builds an artifact
 # (``prepare``) is averaged over three; a deterministic one needs one. ``--seeds N`` overrides.
@@ -20,7 +21,7 @@ SUBMIT_SEEDS_DETERMINISTIC: tuple[int, ...] = (0,)
 SUBMIT_DEFAULT_SUITE = "constraint"
 
 
-class SubmissionError(ValueError):
+class SubmissionError(UserError, ValueError):
     """A submission that cannot run; the message names every problem."""
 
 
@@ -71,8 +72,13 @@ def submission_problems(name: str, params: dict[str, Any], label: str) -> tuple[
     is ``None`` when there is a problem."""
     try:
         cls = get_retriever_class(name)
-    except RegistryError as e:
-        return None, None, [str(e)]
+    except RegistryError as e:  # the module is missing or raised at import: the label can still be checked
+        problems = [str(e)]
+        try:
+            check_label(label, "retriever label" if label != name else "retriever name")
+        except ParamError as le:
+            problems.append(str(le))
+        return None, None, problems
     problems = list(missing_protocol_members(cls))
     pcls = params_class(cls)
     spec = None

@@ -1,4 +1,4 @@
-"""The leaderboard as data: the results store turned into comparison objects (DESIGN.md §9).
+"""The leaderboard as data: the results store turned into comparison objects (docs/design/store.md#the-site).
 
 :func:`compare` reads the store alone (no benchmark or retriever is loaded) and returns a
 :class:`Leaderboard` of plain dataclasses, with no HTML in them:

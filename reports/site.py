@@ -54,10 +54,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
-
 from typing import Callable
 
+from harness.errors import UserError
 from harness.store import ResultRecord, Store
 
 from .compare import N_RESAMPLES, compare
@@ -70,11 +73,37 @@ from .text import SLUG_CHARS, slugify
 MANIFEST = ".beyondsim-site.json"
 
 
+class SiteError(UserError, ValueError):
+    """A folder the site may not be written into."""
+
+
+def _previous_pages(out_dir: Path) -> list[str] | None:
+    """The pages the previous render into ``out_dir`` wrote (its manifest); ``None``: no site there."""
+    try:
+        pages = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("pages", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [p for p in pages if isinstance(p, str)] if isinstance(pages, list) else []
+
+
+def check_site_folder(out_dir: Path, force: bool = False) -> None:
+    """A :class:`SiteError` when the site may not be written into ``out_dir``: a file, or (unless
+    ``force``) a folder that holds files and is not a site this module wrote (it has no manifest)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SiteError(f"{out_dir} is a file, not a folder: give a folder for the site")
+    if force or not out_dir.is_dir() or _previous_pages(out_dir) is not None:
+        return
+    if any(out_dir.iterdir()):
+        raise SiteError(f"{out_dir} holds files and is not a leaderboard site: give an empty or new folder, or "
+                        f"write the site into it with `beyondsim leaderboard --out {out_dir} --force` (its pages "
+                        "replace files of the same name)")
+
+
 def _prune(out_dir: Path, written: set[str]) -> list[str]:
     """Delete the pages the previous render listed that this one did not write; return them."""
-    try:
-        previous = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")).get("pages", [])
-    except (OSError, ValueError, AttributeError):
+    previous = _previous_pages(out_dir)
+    if previous is None:
         return []
     removed = []
     root = out_dir.resolve()
@@ -98,19 +127,40 @@ def _prune(out_dir: Path, written: set[str]) -> list[str]:
 
 def render_site(store: Store, out_dir: Path, *, title: str = "beyondsim leaderboard",
                 generated_at: _dt.datetime | None = None, n_resamples: int = N_RESAMPLES,
-                include: Callable[[ResultRecord], bool] | None = None) -> Path:
+                include: Callable[[ResultRecord], bool] | None = None, force: bool = False) -> Path:
     """Write the site (see the module docstring for its pages) and return the path of ``index.html``;
-    ``include`` keeps only the results it accepts (:func:`reports.compare.compare`)."""
+    ``include`` keeps only the results it accepts (:func:`reports.compare.compare`).
+
+    The pages are rendered into a staging folder first and then moved into ``out_dir``. A file there
+    that the previous render did not write (its manifest) is replaced only with ``force``; without
+    it a :class:`SiteError` lists them and nothing is changed. No such file is ever deleted: only the
+    pages the previous render listed and this one did not write are removed (:func:`_prune`)."""
     out_dir = Path(out_dir)
+    check_site_folder(out_dir, force)
     out_dir.mkdir(parents=True, exist_ok=True)
     board = compare(store, n_resamples=n_resamples, include=include)
-    site = Site(out_dir, store, board, title, generated_at or _dt.datetime.now(_dt.timezone.utc))
-    for page in PAGES:
-        page.render(site)
+    staging = Path(tempfile.mkdtemp(prefix=".beyondsim-site-", dir=out_dir))
+    try:
+        site = Site(staging, store, board, title, generated_at or _dt.datetime.now(_dt.timezone.utc))
+        for page in PAGES:
+            page.render(site)
+        ours = set(_previous_pages(out_dir) or ())
+        clash = sorted(rel for rel in site.written if rel not in ours and (out_dir / rel).exists())
+        if clash and not force:
+            raise SiteError(f"{out_dir} holds {len(clash)} file(s) the site did not write where it would write its "
+                            f"pages ({', '.join(clash[:5])}{', …' if len(clash) > 5 else ''}); nothing was changed "
+                            "(`beyondsim leaderboard --force` replaces them)")
+        for rel in sorted(site.written):
+            target = out_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    site.out_dir = out_dir
     _prune(out_dir, site.written)
     write(out_dir / MANIFEST,
           json.dumps({"generated": site.common["generated_iso"], "pages": sorted(site.written)}, indent=1))
     return out_dir / "index.html"
 
 
-__all__ = ["MANIFEST", "SLUG_CHARS", "render_site", "slugify", "sort_script"]
+__all__ = ["MANIFEST", "SLUG_CHARS", "SiteError", "check_site_folder", "render_site", "slugify", "sort_script"]

@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.protocols import RunContext
 from harness.ranking import run_from_matrix
-from harness.registry import added_param, register
+from harness.registry import added_param, choice_param, register
 from harness.types import Corpus, Query, Run
 from . import citations
 
@@ -70,12 +70,19 @@ TOKENIZERS = {
 FIELDS = ("title+text", "text")
 
 
+def _stemmers() -> list[str]:
+    """The Snowball stemmers PyStemmer has (the values ``stemmer`` takes)."""
+    import Stemmer
+
+    return sorted(Stemmer.algorithms())
+
+
 @dataclass(frozen=True)
 class BM25Params:
     k1: float = 1.5
     b: float = 0.75
     method: str = "lucene"
-    stemmer: str | None = None  # e.g. "english" (Snowball via PyStemmer)
+    stemmer: str | None = choice_param(None, _stemmers)  # e.g. "english" (Snowball via PyStemmer)
     stopwords: str | None = "en"  # bm25s's English list (Lucene's 33 words); "" or None: none
     # see TOKENIZERS: "bm25s" (ours), "coder" (CoDeR's), "lucene" (Lucene-like)
     tokenizer: str = added_param("bm25s", since="0.2.0")

@@ -12,16 +12,11 @@ from typing import Optional
 
 import typer
 
-from harness.cli_options import DataDirOpt, HomeOpt, LlmBaseUrlOpt, LlmModelOpt
+from harness.cli.common import fail as _fail
+from harness.cli.options import TYPER_SETTINGS, DataDirOpt, HomeOpt, LlmBaseUrlOpt, LlmModelOpt
 
-_TYPER = {"no_args_is_help": True, "rich_markup_mode": None}
-deo_app = typer.Typer(help="DEO's query decomposers.", **_TYPER)
-coder_app = typer.Typer(help="CoDeR's compatibility-encoder training data.", **_TYPER)
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+deo_app = typer.Typer(help="DEO's query decomposers.", **TYPER_SETTINGS)
+coder_app = typer.Typer(help="CoDeR's compatibility-encoder training data.", **TYPER_SETTINGS)
 
 
 @deo_app.command("agreement")
@@ -41,19 +36,19 @@ def deo_agreement(
 ) -> None:
     """How often the rule-based decomposer (deo-rules) agrees with the LLM's (deo) on a benchmark's
     queries, as JSON; the LLM replies come from the shared cache when a deo run already asked them."""
-    from harness.data import MissingDataError, default_data_dir, default_home
-    from harness.llm import LLMClient, LLMError, LLMSettings
-    from harness.registry import RegistryError, load_benchmark
+    from harness.data import default_data_dir, default_home
+    from harness.llm import LLMClient, LLMSettings
+    from harness.registry import load_benchmark
 
     from .deo import DeoParams, decomposer_agreement
 
     if json_schema not in ("auto", "on", "off"):
         _fail(f"--json-schema must be auto, on or off, not {json_schema!r}")
     root = default_data_dir(data_dir)
+    benches = [load_benchmark(name, root) for name in benchmark]
     try:
-        benches = [load_benchmark(name, root) for name in benchmark]
         settings = LLMSettings.resolve({}, base_url=llm_base_url, model=llm_model)
-    except (MissingDataError, RegistryError, LLMError, ValueError) as e:
+    except ValueError as e:  # the LLM settings
         _fail(str(e))
     if max_queries:
         benches = [b.head(max_queries) for b in benches]

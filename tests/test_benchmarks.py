@@ -111,7 +111,7 @@ def test_nevir_counts(nevir: Benchmark) -> None:
     assert nevir.notes["shared_texts"] == 681
     assert "2,766 → 2,081" in nevir.description
     assert list(nevir.splits) == ["test"] and len(nevir.splits["test"]) == 2766
-    assert nevir.default_measures == ("Sat@10", "PairAcc", "V@2", "FVR@10", "nDCG@10", "R@10")
+    assert nevir.default_measures == ("Sat@10", "PairAcc", "V@2", "FVR@10", "nDCG@10", "R@10", "TR@5")
     # no two documents share a text any more
     assert len({d.text for d in nevir.corpus}) == len(nevir.corpus)
 

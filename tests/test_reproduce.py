@@ -376,7 +376,7 @@ def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measur
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """`reproduce --ray ADDRESS` hands every job to the runner `run --ray` uses (tests/test_ray.py runs
     that one on a real cluster); here the factory is watched and builds a local runner."""
-    import harness.cli as cli
+    import harness.cli.cmd_reference as cmd_reference
     from harness.runner import Runner
 
     seen: list[object] = []
@@ -385,7 +385,7 @@ def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measur
         seen.append(ray)
         return Runner(settings, store, progress, log=log)
 
-    monkeypatch.setattr(cli, "_make_runner", factory)
+    monkeypatch.setattr(cmd_reference, "make_runner", factory)
     m = write_matrix(tmp_path / "expected.toml", base_rows(bench, measured))
     res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu", "--ray", "10.0.0.1:6379")
     assert res.exit_code == 0, res.output

@@ -29,8 +29,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..types import Judgments, Pair, Run
-from .base import (ALL_QUERIES, PAIRS, RELEVANT_QUERIES, VIOLATING_QUERIES, EvalInput, Measure, families,
-                   mean, parse_measure, register, sort_key)
+from .base import (ALL_QUERIES, PAIRS, RELEVANT_QUERIES, VIOLATING_QUERIES, EvalInput, Measure, MeasureError,
+                   families, mean, parse_measure, register, sort_key)
 # the families, in the order the pages show them
 from .trec import MAP, NDCG, RR, Precision, Recall, TrecMeasure  # noqa: E402
 from .completeness import Comp, completeness_at_k  # noqa: E402
@@ -129,7 +129,7 @@ def group_by(per_query: Mapping[str, Mapping[str, float]], groups: Mapping[str, 
 
 __all__ = [
     "ALL_QUERIES", "PAIRS", "RELEVANT_QUERIES", "VIOLATING_QUERIES", "TASK_DEFAULTS", "EvalInput", "Evaluation",
-    "GroupValue", "Measure", "TR", "Comp", "FVR", "MAP", "NDCG", "PairAcc", "Precision", "RR", "Recall", "Sat",
+    "GroupValue", "Measure", "MeasureError", "TR", "Comp", "FVR", "MAP", "NDCG", "PairAcc", "Precision", "RR", "Recall", "Sat",
     "TrecMeasure", "V", "completeness_at_k", "evaluate", "families", "first_violating_rank", "format_value", "group_by",
     "higher_is_better", "pair_accuracy", "pair_documents", "parse_measure", "register", "satisfied_at_k",
     "sort_key", "violation_at_k",

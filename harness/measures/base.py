@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import UserError
 from ..types import Judgments, Pair, Run
 
 _doc_of = itemgetter(0)
@@ -272,6 +273,10 @@ def families() -> list[type[Measure]]:
     return list(_FAMILIES.values())
 
 
+class MeasureError(UserError, ValueError):
+    """A measure name that does not parse, or a measure a benchmark cannot support."""
+
+
 def parse_measure(name: "str | Measure") -> Measure:
     """``"nDCG@10"`` → ``NDCG(cutoff=10)``; a :class:`Measure` passes through."""
     if isinstance(name, Measure):
@@ -280,14 +285,14 @@ def parse_measure(name: "str | Measure") -> Measure:
     cls = _FAMILIES.get(m.group(1)) if m else None
     if cls is None:
         known = ", ".join(f"{c.family}@k" if c.has_cutoff else c.family for c in _FAMILIES.values())
-        raise ValueError(f"unknown measure {name!r}; use {known}")
+        raise MeasureError(f"unknown measure {name!r}; use {known}")
     k = m.group(2)  # type: ignore[union-attr]
     if cls.has_cutoff and k is None:
-        raise ValueError(f"measure {name!r} needs a cutoff: {cls.family}@k")
+        raise MeasureError(f"measure {name!r} needs a cutoff: {cls.family}@k")
     try:
         return cls(int(k) if k is not None else None)
     except ValueError as e:
-        raise ValueError(f"measure {name!r}: {e}") from None
+        raise MeasureError(f"measure {name!r}: {e}") from None
 
 
 def sort_key(name: str) -> tuple[int, int, str]:

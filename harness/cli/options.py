@@ -27,6 +27,9 @@ def prices_option(help: str = "Extra prices TOML on top of harness/prices.toml."
     return typer.Option("--prices", help=help)
 
 
+# Help texts are plain text: brackets such as ``[retrievers.NAME]`` are words, not console markup.
+TYPER_SETTINGS: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None}
+
 # where every command that writes the site writes it unless told otherwise (`leaderboard`, `submit`,
 # `make demo`): one place, relative to the working directory, printed by each command
 DEFAULT_SITE = Path("leaderboard")
@@ -57,3 +60,9 @@ MaxCallsOpt = Annotated[Optional[int], typer.Option(
 LlmConcurrencyOpt = Annotated[Optional[int], typer.Option(
     "--llm-concurrency", help="Parallel LLM requests (default 4).")]
 PricesOpt = Annotated[Optional[Path], prices_option()]
+
+# --ray: run the jobs on a Ray cluster (harness.distributed, imported only when it is given)
+RayOpt = Annotated[Optional[str], typer.Option(
+    "--ray", metavar="local|ADDRESS", help="Run every (retriever, benchmark, seed) job as a Ray task: 'local' starts a "
+    "cluster on this machine, ADDRESS (host:port, or auto) joins a running one. Results are stored here as they "
+    "arrive; --home and the data directory must be paths every node sees. Needs pip install 'beyondsim[ray]'.")]

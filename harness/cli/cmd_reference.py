@@ -1,4 +1,5 @@
-"""``beyondsim reference``: build, bundle and import the reference results (:mod:`harness.reference`)."""
+"""``beyondsim reference`` (build, bundle and import the reference results, :mod:`harness.reference`)
+and ``reproduce`` (recompute the reproduction matrix, :mod:`harness.reproduce`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .cli_options import DataDirOpt, DeviceOpt, HomeOpt
+from ..data import default_data_dir
+from ..runner import Runner, Settings
+from ..store import open_store as store_at
+from ..store import store_path
+from .common import console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for, warn
+from .options import TYPER_SETTINGS, DataDirOpt, DeviceOpt, HomeOpt, RayOpt
 
 reference_app = typer.Typer(help="The reference results shipped with the project: build them, write the bundle, "
-                            "import it.", no_args_is_help=True, rich_markup_mode=None)
+                            "import it.", **TYPER_SETTINGS)
 
 OnlyOpt = typer.Option(None, "--only", help="Only the configurations whose label matches this fnmatch pattern "
                        "('dense*'), or the benchmarks that match it; LABEL@BENCHMARK for both "
@@ -21,31 +27,22 @@ OnlyOpt = typer.Option(None, "--only", help="Only the configurations whose label
 
 
 def _files() -> dict[str, Path]:
-    from .cli import fail
-    from .registry import RegistryError, reference_files
+    from ..registry import reference_files
 
-    try:
-        files = reference_files()
-    except RegistryError as e:
-        fail(str(e))
+    files = reference_files()
     if "plan" not in files:
         fail("no reference plan is installed (entry point group beyondsim.reference)")
     return files
 
 
 def _jobs(only: Optional[str], data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
-    from .cli import _missing_on_disk, fail
-    from .data import default_data_dir
-    from .reference import PlanError, jobs, load_plan
-    from .registry import suites
+    from ..reference import jobs, load_plan
+    from ..registry import suites
 
     files = _files()
     root = default_data_dir(data_dir)
-    try:
-        plan = load_plan(files["plan"])
-        return plan, jobs(plan, suites(), lambda b: not _missing_on_disk(b, root), only)
-    except PlanError as e:
-        fail(str(e))
+    plan = load_plan(files["plan"])
+    return plan, jobs(plan, suites(), lambda b: not missing_on_disk(b, root), only)
 
 
 def build_home(home: Path) -> Path:
@@ -64,10 +61,7 @@ def build(
     """Run the reference plan into its own store ($BEYONDSIM_HOME/reference/results.sqlite), sharing
     the embedding and LLM caches. Resumable: finished results are kept, so chunks (--only) and
     interrupted builds add up; `reference bundle` then writes the bundle."""
-    from .cli import console, fail, home_dir, progress_for
-    from .registry import RegistryError, make_spec
-    from .runner import Runner, Settings
-    from .store import Store
+    from ..registry import make_spec
 
     plan, todo = _jobs(only, data_dir)
     specs = {}
@@ -75,7 +69,7 @@ def build(
         for j in todo:
             c = j.config
             specs[id(j)] = make_spec(c.retriever, c.params, label=c.label if c.label != c.retriever else "")
-    except (RegistryError, ValueError) as e:
+    except (RegistryError, ValueError) as e:  # named as the plan's
         fail(f"reference plan: {e}")
     for j in todo:
         c = j.config
@@ -85,7 +79,7 @@ def build(
     if dry_run:
         return
     root = home_dir(home)
-    store = Store(build_home(root) / "results.sqlite")
+    store = store_at(build_home(root))
     t0 = time.perf_counter()
     with store:
         for j in todo:
@@ -93,8 +87,7 @@ def build(
             if not j.benchmarks:
                 continue
             settings = Settings(home=root, data_dir=data_dir, device=device, max_queries=c.max_queries)
-            with progress_for(console) as progress, Runner(settings, store, progress,
-                                                    log=lambda m: console.print(m, soft_wrap=True)) as runner:
+            with progress_for(console) as progress, Runner(settings, store, progress, log=log_line) as runner:
                 runner.run([specs[id(j)]], j.benchmarks, list(c.seeds))
                 if runner.budget_stop:
                     fail(f"stopped: {runner.budget_stop}", 3)
@@ -105,14 +98,12 @@ def build(
 @reference_app.command("status")
 def status(only: Optional[str] = OnlyOpt, data_dir: DataDirOpt = None, home: HomeOpt = None) -> None:
     """How much of the reference plan the build store holds, per configuration."""
-    from .cli import home_dir, out
-    from .reference import summary
-    from .store import Store
+    from ..reference import summary
 
     plan, todo = _jobs(only, data_dir)
-    path = build_home(home_dir(home)) / "results.sqlite"
-    with Store(path) as store:
+    with store_at(build_home(home_dir(home))) as store:
         rows = summary(store, plan, todo)
+        path = store.path
     t = Table(title=f"reference plan ({path})")
     for col in ("configuration", "results", "not on disk", "note"):
         t.add_column(col)
@@ -134,18 +125,16 @@ def bundle(
 ) -> None:
     """Write the build store as the bundle: gzip-compressed JSON lines, rankings cut to the plan's
     depth (top 10), per-query measures, spec, provenance, environment and ledger kept."""
-    from .cli import console, fail, home_dir
-    from .exchange import ExchangeError
-    from .reference import add_to_bundle, load_plan, write_bundle
-    from .store import Store
+    from ..exchange import ExchangeError
+    from ..reference import add_to_bundle, load_plan, write_bundle
 
     files = _files()
     target = out_path or files["bundle"]
-    path = build_home(home_dir(home)) / "results.sqlite"
-    if not path.exists():
-        fail(f"no reference build at {path}: run `beyondsim reference build` first")
+    built = build_home(home_dir(home))
+    if not store_path(built).exists():
+        fail(f"no reference build at {store_path(built)}: run `beyondsim reference build` first")
     plan = load_plan(files["plan"])
-    with Store(path) as store:
+    with store_at(built) as store:
         try:
             if add:
                 if not target.exists():
@@ -168,9 +157,6 @@ def import_(
 ) -> None:
     """Bring the reference bundle into the results store (the leaderboard does it by default):
     each result verified against the benchmark here where it is on disk, marked as reference."""
-    from .cli import console, fail, open_store
-    from .data import default_data_dir
-
     path = bundle_path or _files().get("bundle")
     if path is None or not Path(path).exists():
         fail(f"no reference bundle at {path}")
@@ -183,21 +169,18 @@ def import_(
 
 def import_bundle(store, path: Path, data_dir: Path, *, force: bool = False):  # type: ignore[no-untyped-def]
     """:func:`harness.reference.ensure_imported` with its messages on the console."""
-    from .cli import console
-    from .exchange import ExchangeError
-    from .reference import ensure_imported
+    from ..exchange import ExchangeError
+    from ..reference import ensure_imported
 
     try:
-        report = ensure_imported(store, path, data_dir, force=force,
-                                 log=lambda m: console.print(m, soft_wrap=True))
+        report = ensure_imported(store, path, data_dir, force=force, log=log_line)
     except (ExchangeError, OSError) as e:
-        console.print(Text("warning: ", style="bold yellow") + Text(f"reference bundle {path} not imported: {e}"),
-                      soft_wrap=True)
+        warn(f"reference bundle {path} not imported: {e}")
         return None
     for d in report.differences:
         console.print(Text("note: ", style="bold") + Text(f"differs from the reference: {d}"), soft_wrap=True)
     for r in report.refused:
-        console.print(Text("warning: ", style="bold yellow") + Text(r), soft_wrap=True)
+        warn(r)
     for r in report.unverified[:20]:
         console.print(Text("reported, not verified: ", style="bold yellow") + Text(r), soft_wrap=True)
     if len(report.unverified) > 20:
@@ -212,3 +195,93 @@ def describe(report) -> str:  # type: ignore[no-untyped-def]
             f"{report.reported} reported), {report.present} already in the store"
             + (f", {report.replaced_old} of an older bundle replaced" if report.replaced_old else "")
             + (f", {len(report.refused)} refused" if report.refused else ""))
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).read_bytes() == Path(b).read_bytes()
+    except OSError:
+        return False
+
+
+def reproduce(
+    quick: bool = typer.Option(False, "--quick", help="Only the rows marked quick = true: the cheap ones (bm25, dense, "
+                               "deo-rules, nnn-fix, mmr on the diagnostic sets and NegConstraint) that CI runs."),
+    only: list[str] = typer.Option(None, "--only", metavar="PATTERN", help="Only the rows whose retriever:benchmark:measure, or any one "
+                                   "of the three, matches this shell pattern, e.g. 'bm25:*' or 'V@*' (repeatable)."),
+    expected: Optional[Path] = typer.Option(None, "--expected", help="The matrix of expected figures (default: "
+                                            "expected.toml of the installed reference files)."),
+    data_dir: DataDirOpt = None,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
+    ray: RayOpt = None,
+) -> None:
+    """Recompute the reproduction matrix and compare each figure with its expected value: OK (equal
+    within 1e-4, or within the row's tolerance when that is smaller), OKish (within the tolerance),
+    FAIL (outside it, not computed, or the run failed), SKIP (the benchmark is not on disk). Each
+    (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
+    the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
+    Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
+    from ..registry import RegistryError, reference_files
+    from ..reproduce import (FAIL, OK, OKISH, REFERENCE, SKIP, describe, load_matrix, reproduce,
+                            shipped_matrix, store_rows, summarise)
+
+    try:
+        files = reference_files()
+    except RegistryError:
+        if expected is None:
+            raise
+        files = {}
+    installed = files.get("expected")
+    if expected is None and installed is None:
+        fail("no reproduction matrix is installed (entry point group beyondsim.reference); give --expected FILE")
+    # the shipped matrix (the bundle's reference rows plus the installed expected.toml) is the only one
+    # whose run can make an imported figure "reproduced" (harness.trust); another --expected file is a report
+    shipped = installed is not None and (expected is None or _same_bytes(expected, installed))
+    expected = expected or installed
+    rows = (shipped_matrix(files, quick=quick, only=list(only or ())) if shipped
+            else load_matrix(expected, quick=quick, only=list(only or ())))
+    if not rows:
+        fail(f"{expected}: no row is selected by{' --quick' if quick else ''}"
+             f"{''.join(f' --only {p!r}' for p in only or ())}")
+    settings = Settings(home=home_dir(home), data_dir=data_dir, device=device)
+    started = time.monotonic()
+    with open_store(home) as store, progress_for(console) as progress:
+        outcomes = reproduce(rows, settings, progress=progress,
+                             log=log_line, make_runner=lambda st, sc, pr, lg: make_runner(st, sc, pr, lg, ray))
+        matrix_rows = store_rows(outcomes)
+        if matrix_rows:
+            store.save_reproductions(matrix_rows, shipped=shipped)
+        store_path = store.path
+    style = {OK: "green", OKISH: "yellow", FAIL: "bold red", SKIP: "dim"}
+
+    def num(x: Optional[float], signed: bool = False) -> str:
+        return "–" if x is None else (f"{x:+.6f}" if signed else f"{x:.6f}")
+
+    t = Table(title=f"reproduction matrix: {expected}", title_justify="left")
+    for c in ("retriever", "benchmark", "measure"):
+        t.add_column(c, overflow="fold")
+    for c in ("expected", "got", "diff", "tolerance"):
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("kind: source", overflow="fold")
+    for o in outcomes:
+        r = o.row
+        t.add_row(r.label, r.benchmark, r.measure, num(r.expected), num(o.got), num(o.diff, True), f"{r.tolerance:g}",
+                  Text(o.status, style=style[o.status]), f"{r.kind}: {r.source}")
+    out.print(t)
+    for o in outcomes:
+        if o.note and o.status != SKIP:
+            out.print(f"row {o.row.index} ({o.row.key}, {o.row.kind}): {o.status}: {o.note}", soft_wrap=True)
+    s = summarise(outcomes)
+    parts = [f"{kind} rows: {describe(c)}" for kind, c in sorted(s.counts.items(), key=lambda kc: kc[0] != REFERENCE)]
+    if s.skipped_benchmarks:
+        parts.append(f"skipped (not on disk): {', '.join(s.skipped_benchmarks)}")
+    compared = any(o.status != SKIP for o in outcomes)
+    verdict = ("FAIL: a reference row did not reproduce" if s.failed else "reproduced" if compared
+               else "nothing compared")
+    saved = (f"; matrix saved to {store_path}" + ("" if shipped else " (not the shipped matrix: it upgrades no trust "
+                                                                      "level)")) if compared else ""
+    out.print(f"{verdict} — {'; '.join(parts)} ({time.monotonic() - started:.0f} s){saved}", soft_wrap=True)
+    if s.failed:
+        raise typer.Exit(1)

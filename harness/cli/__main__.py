@@ -1,0 +1,5 @@
+"""``python -m harness.cli``: the ``beyondsim`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,225 @@
+"""``run``, ``submit`` and ``train``: run retrievers into the results store and train the artifacts
+some of them use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..data import default_data_dir
+from ..errors import UserError
+from ..measures import format_value, parse_measure
+from ..registry import artifact_users, get_trainer, load_benchmark, make_spec, parse_key_values
+from ..runner import DEFAULT_K, Settings
+from ..store import Store
+from ..store import open_store as store_at
+from ..submit import SUBMIT_DEFAULT_SUITE, check_submission, origin, submission_params, submit_seeds
+from .cmd_board import check_site_folder, write_board
+from .common import (add_suite_benchmarks, check_depth, check_seeds, console, fail, home_dir, load_config, log_line,
+                     make_runner, out, parse_params, progress_for, resolve_llm_settings)
+from .options import (DEFAULT_SITE, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt, LlmModelOpt,
+                      MaxCallsOpt, MaxQueriesOpt, MaxUsdOpt, OnlineOpt, PricesOpt, RayOpt)
+
+
+def run(
+    retrievers: list[str] = typer.Argument(None, help="Retriever ids (bm25, dense, ...), config variants, or module:Class."),
+    benchmark: list[str] = typer.Option(None, "--benchmark", "-b", help="Benchmark id or path to a BEIR folder (repeatable)."),
+    suite: Optional[str] = typer.Option(None, "--suite", "-s", help="Run a suite (demo, constraint, topical, completeness, all)."),
+    seeds: int = typer.Option(1, "--seeds", help="Number of seeds: runs seeds 0..N-1."),
+    seed: list[int] = typer.Option(None, "--seed", help="Explicit seed (repeatable); overrides --seeds."),
+    k: int = typer.Option(DEFAULT_K, "--k", help="Ranking depth stored and evaluated."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="RETRIEVER.KEY=VALUE parameter (repeatable)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file: [retrievers.NAME] tables of parameters."),
+    measure: list[str] = typer.Option(None, "--measure", "-m", help="Extra measure to compute (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Recompute results that already exist."),
+    max_queries: MaxQueriesOpt = None,
+    data_dir: DataDirOpt = None,
+    online: OnlineOpt = False,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
+    leaderboard_dir: Optional[Path] = typer.Option(None, "--leaderboard", help="Render the leaderboard here afterwards."),
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_model: LlmModelOpt = None,
+    max_usd: MaxUsdOpt = None,
+    max_calls: MaxCallsOpt = None,
+    llm_concurrency: LlmConcurrencyOpt = None,
+    prices: PricesOpt = None,
+    ray: RayOpt = None,
+) -> None:
+    """Run retrievers on benchmarks, score them and store the results. Exit code 3: stopped by the
+    LLM budget (finished results are stored; LLM responses are cached, so a rerun resumes)."""
+    k = check_depth(k)
+    seed_list = check_seeds(seeds, seed) or []
+    for m in measure or ():
+        parse_measure(m)  # a name that does not parse is refused before any work
+    cfg = load_config(config)
+    if leaderboard_dir is not None:
+        check_site_folder(leaderboard_dir)
+    benches = list(benchmark or [])
+    names = list(retrievers or [])
+    if suite:
+        s = add_suite_benchmarks(suite, benches, data_dir, online)
+        if not names:
+            names = list(s.get("retrievers", []))
+    if not benches:
+        fail("give at least one --benchmark or a --suite")
+    if not names:
+        fail("give at least one retriever (see `beyondsim list retrievers`)")
+    params = parse_params(list(param or []), cfg)
+    specs = []
+    for n in names:
+        p = dict(params.get(n, {}))
+        base = p.pop("retriever", n)
+        specs.append(make_spec(base, p, label=n if base != n else ""))
+    llm_settings = resolve_llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd,
+                                        max_calls=max_calls, concurrency=llm_concurrency,
+                                        prices=str(prices) if prices else None)
+    settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
+                        extra_measures=tuple(measure or ()), llm=llm_settings,
+                        max_queries=max_queries)
+    outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list, ray)
+    with store:
+        if leaderboard_dir is not None:
+            write_board(store, leaderboard_dir)
+    if budget_stop:
+        raise typer.Exit(3)
+
+
+def submit(
+    retriever: str = typer.Argument(..., metavar="SPEC", help="A registered retriever name (entry point group "
+                                    "beyondsim.retrievers, e.g. from your package) or module:Class."),
+    suite: Optional[str] = typer.Option(None, "--suite", "-s", help=f"Suite to run (default {SUBMIT_DEFAULT_SUITE} "
+                                        "when no --benchmark is given); benchmarks absent on disk are skipped."),
+    benchmark: list[str] = typer.Option(None, "--benchmark", "-b", help="Benchmark id or BEIR folder (repeatable), "
+                                        "instead of or beside --suite."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML of parameters: a 'params' table, "
+                                          "run's 'retrievers.NAME' table, or top-level keys; an 'llm' table as in run."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE parameter (repeatable)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Run seeds 0..N-1 (default: 3 for retrievers with "
+                                        "fit or prepare, else 1)."),
+    label: Optional[str] = typer.Option(None, "--label", help="Name shown on the leaderboard (default: SPEC)."),
+    out_dir: Path = typer.Option(DEFAULT_SITE, "--out", "-o", help="Site directory (default ./leaderboard, "
+                                 "where `leaderboard` and `make demo` write it too)."),
+    max_queries: MaxQueriesOpt = None,
+    data_dir: DataDirOpt = None,
+    online: OnlineOpt = False,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
+    llm_base_url: LlmBaseUrlOpt = None,
+    llm_model: LlmModelOpt = None,
+    max_usd: MaxUsdOpt = None,
+    ray: RayOpt = None,
+) -> None:
+    """Check a retriever against the protocol, run it on a suite with the standard seeds, store the
+    results (existing ones are kept, so a rerun resumes) and regenerate the leaderboard site.
+    Exit code 2: the retriever cannot run (every problem is listed; nothing is loaded or stored)."""
+    chosen_seeds = check_seeds(seeds)
+    cfg = load_config(config)
+    check_site_folder(out_dir)
+    shown = label or retriever
+    cls, spec = check_submission(retriever, submission_params(cfg, config, (retriever, shown), param or []), shown)
+    seed_list = chosen_seeds if chosen_seeds is not None else list(submit_seeds(cls))
+    benches = list(benchmark or [])
+    if suite or not benches:
+        add_suite_benchmarks(suite or SUBMIT_DEFAULT_SUITE, benches, data_dir, online)
+    if not benches:
+        fail(f"no benchmark of suite {suite or SUBMIT_DEFAULT_SUITE!r} is on disk (see `beyondsim data status`)")
+    llm = resolve_llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd)
+    settings = Settings(home=home_dir(home), data_dir=data_dir, online=online, device=device, llm=llm,
+                        max_queries=max_queries)
+    console.print(f"submitting {spec.display} ({origin(cls)}, spec {spec.hash}) on "
+                  f"{len(benches)} benchmark(s) with seed(s) {', '.join(map(str, seed_list))}",
+                  highlight=False, soft_wrap=True)
+    outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list, ray)
+    with store:
+        index = write_board(store, out_dir)
+    done = sum(o.status == "done" for o in outcomes)
+    kept = sum(o.status == "skipped" for o in outcomes)
+    out.print(f"submitted {spec.display}: {done} new result(s), {kept} already stored; site: {index.resolve()}",
+              highlight=False, soft_wrap=True)
+    if budget_stop:
+        raise typer.Exit(3)
+
+
+def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: list[int],
+                   ray: Optional[str] = None) -> tuple[list, Store, Optional[str]]:
+    """Run every spec on every benchmark and seed into the results store (existing keys are
+    skipped unless ``settings.force``), print a table per benchmark, and return the outcomes, the
+    open store and why the LLM budget stopped the run (``None`` when it did not)."""
+    store = store_at(settings.home)
+    with progress_for(console) as progress:
+        runner = make_runner(settings, store, progress, log_line, ray)
+        try:
+            outcomes = runner.run(specs, benches, seeds)
+        except BaseException:
+            store.close()
+            raise
+        finally:
+            runner.close()
+    _print_outcomes(outcomes)
+    console.print(f"results store: {store.path}", highlight=False, soft_wrap=True)
+    return outcomes, store, runner.budget_stop
+
+
+def _print_outcomes(outcomes: list) -> None:
+    by_bench: dict[str, list] = {}
+    for o in outcomes:
+        if o.record is not None:
+            by_bench.setdefault(o.benchmark, []).append(o)
+    for bname, items in by_bench.items():
+        shown = [m for m in items[0].headline if m in items[0].record.measures]
+        t = Table(title=f"{bname}", title_justify="left")
+        t.add_column("retriever")
+        t.add_column("seed", justify="right")
+        for m in shown:
+            t.add_column(m, justify="right")
+        t.add_column("index s", justify="right")
+        t.add_column("search s", justify="right")
+        t.add_column("", justify="left")
+        for o in items:
+            r = o.record
+            t.add_row(r.label, str(r.seed), *[format_value(m, r.measures[m].mean if m in r.measures else None) for m in shown],
+                      f"{r.phases.get('index', {}).get('wall_s', 0):.1f}", f"{r.phases.get('search', {}).get('wall_s', 0):.1f}",
+                      "cached" if o.status == "skipped" else "")
+        out.print(t)
+
+
+def train(
+    name: str = typer.Argument(..., help="What to train (see `beyondsim list trainers`): coder."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="KEY=VALUE training parameter (repeatable)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the artifact here (default: "
+                                           "$BEYONDSIM_HOME/models/<name>/<config hash>, which retrievers find)."),
+    force: bool = typer.Option(False, "--force", help="Retrain even when the artifact exists."),
+    data_dir: DataDirOpt = None,
+    online: OnlineOpt = False,
+    device: DeviceOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Train a model artifact (CoDeR's compatibility encoder) and print where it is and its card."""
+    trainer = get_trainer(name)
+    params = parse_key_values(param, strip_values=False)  # a query prefix keeps its trailing space
+    root = default_data_dir(data_dir)
+    with progress_for(console) as progress:
+        try:
+            path, card = trainer.train(params, home=home_dir(home), data_dir=root, load_benchmark=lambda n: load_benchmark(n, root, online),
+                                       device=device, progress=progress,
+                                       log=log_line, out_dir=out_dir, force=force)
+        except UserError:
+            raise
+        except (FileNotFoundError, ValueError, RuntimeError) as e:  # the trainer's own refusals
+            fail(str(e))
+    t = Table(title=f"{name}: {path}", title_justify="left", show_header=False)
+    for key in ("base_model", "pooling", "query_prefix", "seed", "steps", "wall_s", "device"):
+        if key in card:
+            t.add_row(key, repr(card[key]) if key == "query_prefix" else str(card[key]))
+    for st in card.get("stages", []):
+        curve = st.get("loss_curve") or []
+        t.add_row(st.get("name", "?"), f"{st.get('triplets', 0):,} triplets, {st.get('steps', 0)} steps, "
+                  f"{st.get('wall_s', 0):.0f} s, loss {curve[0] if curve else '-'} → {curve[-1] if curve else '-'}")
+    out.print(t)
+    for info in artifact_users(name):
+        out.print(f"use it: beyondsim run {info.name} -p {info.name}.{info.artifact_param}={path} -b BENCHMARK",
+                  highlight=False, soft_wrap=True)
