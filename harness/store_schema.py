@@ -147,16 +147,22 @@ SCHEMA_VERSION = 2  # 2: results kept per (key, slot)
 OWN, IMPORTED = "own", "imported"  # the two slots of a key (see harness.store)
 
 
+def rebuild_table(db: sqlite3.Connection, table: str) -> None:
+    """Rebuild ``table`` with its current definition in :data:`SCHEMA`, rows unchanged (inside the
+    caller's transaction; its indexes are the caller's to recreate)."""
+    create = next(stmt for stmt in SCHEMA.split(";") if f"CREATE TABLE IF NOT EXISTS {table}" in stmt)
+    db.execute(create.replace(f"IF NOT EXISTS {table}", f"{table}_new"))
+    db.execute(f"INSERT INTO {table}_new SELECT * FROM {table}")
+    db.execute(f"DROP TABLE {table}")
+    db.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+
+
 def allow_unknown_tokens(db: sqlite3.Connection) -> None:
     """A store written before token counts could be unknown has ``NOT NULL`` on them: rebuild its
     ``llm_calls`` table with the current definition, rows unchanged (inside the caller's transaction)."""
     if not _tokens_not_null(db):
         return
-    create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS llm_calls" in stmt)
-    db.execute(create.replace("IF NOT EXISTS llm_calls", "llm_calls_new"))
-    db.execute("INSERT INTO llm_calls_new SELECT * FROM llm_calls")
-    db.execute("DROP TABLE llm_calls")
-    db.execute("ALTER TABLE llm_calls_new RENAME TO llm_calls")
+    rebuild_table(db, "llm_calls")
     db.execute("CREATE INDEX IF NOT EXISTS llm_calls_result ON llm_calls(result_id)")
 
 
@@ -173,11 +179,7 @@ def key_reproductions_by_source(db: sqlite3.Connection) -> None:
     the current key, rows unchanged (inside the caller's transaction)."""
     if not _reproductions_unkeyed(db):
         return
-    create = next(stmt for stmt in SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS reproductions" in stmt)
-    db.execute(create.replace("IF NOT EXISTS reproductions", "reproductions_new"))
-    db.execute("INSERT INTO reproductions_new SELECT * FROM reproductions")
-    db.execute("DROP TABLE reproductions")
-    db.execute("ALTER TABLE reproductions_new RENAME TO reproductions")
+    rebuild_table(db, "reproductions")
 
 
 def slot_results(conn: sqlite3.Connection) -> None:

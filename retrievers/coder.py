@@ -475,11 +475,16 @@ def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmar
             "violating": viol_scores}
 
 
-@register("coder-seq", params=CoderSeqParams, family="compatibility", citation=citations.CODER,
+# what the three CoDeR configurations register alike
+CODER_REGISTRATION: dict[str, Any] = dict(
+    family="compatibility", citation=citations.CODER, reference="Yin, Tang & Du 2026, arXiv:2606.13204",
+    trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
+    artifact_param="compat_model")
+
+
+@register("coder-seq", params=CoderSeqParams,
           description="CoDeR-Seq: topical candidates a trained compatibility encoder scores ≥ τ first, by fused score",
-          reference="Yin, Tang & Du 2026, arXiv:2606.13204",
-          trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
-          artifact_param="compat_model")
+          **CODER_REGISTRATION)
 class CoderSeq(_Coder):
     policy, defaults, filter_param, option = "seq", SEQ_DEFAULTS, "tau", "fill"
     default_scale = "the cosine scale of the paper's compatibility encoder (trained from bge-large-en-v1.5)"
@@ -560,11 +565,9 @@ class CoderSeq(_Coder):
         return seq_policy(s_t, s_c, alpha, filt, k, self.params.fill)
 
 
-@register("coder-union", params=CoderUnionParams, family="compatibility", citation=citations.CODER,
+@register("coder-union", params=CoderUnionParams,
           description="CoDeR-Union: topical and compatibility candidates pooled, filtered by percentile, fused by rank",
-          reference="Yin, Tang & Du 2026, arXiv:2606.13204",
-          trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
-          artifact_param="compat_model")
+          **CODER_REGISTRATION)
 class CoderUnion(_Coder):
     policy, defaults, filter_param, option = "union", UNION_DEFAULTS, "percentile", "direction"
     default_scale = "a share of each query's pool (reciprocal ranks), independent of the encoders' score scale"
@@ -580,11 +583,9 @@ class CoderUnion(_Coder):
         return union_policy(s_t, s_c, alpha, filt, k, self.params.direction)
 
 
-@register("coder-compat", params=CompatParams, family="compatibility", citation=citations.CODER,
+@register("coder-compat", params=CompatParams,
           description="CoDeR's trained compatibility encoder alone, as a dense retriever (the paper's Table 10 ablation)",
-          reference="Yin, Tang & Du 2026, arXiv:2606.13204",
-          trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
-          artifact_param="compat_model")
+          **CODER_REGISTRATION)
 class CoderCompat(_CompatEncoder):
     """The whole corpus ranked by ``s_C`` alone (exact inner product of normalised embeddings):
     what the compatibility encoder does without a topical encoder beside it. With the same
