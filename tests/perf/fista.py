@@ -215,13 +215,20 @@ class Bench:
         t_faiss = timed(lambda: self.index.search(self.Qn, 10), torch.device("cpu"))[1]  # beside the block
         blk = min(a.full_queries, B)
         its = min(T, a.full_iters if a.full_iters else (T if n <= 200_000 else 10))
-        L, t_L = timed(lambda: lipschitz(D, 0.1), self.device)
-        _, t_it = timed(lambda: solve_full(D, Q[:blk], 0.1, 0.1, iters=its, L=L), self.device)
-        est = t_it * (T / its) * (B / blk)
-        print(f"full-corpus FISTA T={T} (iters mode, λ1 = λ2 = 0.1) {est:9.2f} s   ratio {est / t_faiss:6.1f}x vs"
-              f" faiss ({t_faiss:.2f} s, timed beside it)   [ESTIMATE: {blk} queries x {its} iterations took"
-              f" {t_it:.2f} s, scaled x{T / its:g} (iterations) x{B / blk:g} (queries); L = {L:.1f} took {t_L:.1f} s]")
         ex = min(a.exact_queries, B) if n <= 200_000 else 0
+        if blk <= 0 and ex <= 0:
+            print("full-corpus FISTA: skipped (--full-queries 0, and no tol-mode queries at this size)")
+            return
+        L, t_L = timed(lambda: lipschitz(D, 0.1), self.device)
+        if blk <= 0:
+            print("full-corpus FISTA iters mode: skipped (--full-queries 0)")
+        else:
+            _, t_it = timed(lambda: solve_full(D, Q[:blk], 0.1, 0.1, iters=its, L=L), self.device)
+            est = t_it * (T / its) * (B / blk)
+            print(f"full-corpus FISTA T={T} (iters mode, λ1 = λ2 = 0.1) {est:9.2f} s   ratio {est / t_faiss:6.1f}x vs"
+                  f" faiss ({t_faiss:.2f} s, timed beside it)   [ESTIMATE: {blk} queries x {its} iterations took"
+                  f" {t_it:.2f} s, scaled x{T / its:g} (iterations) x{B / blk:g} (queries); L = {L:.1f} took"
+                  f" {t_L:.1f} s]")
         if ex <= 0:
             print("full-corpus FISTA tol mode: skipped at this size; the full-corpus KKT check is the certificate")
             return
