@@ -342,8 +342,17 @@ def reference_filter(include: bool) -> Callable[[ResultRecord], bool] | None:
     return None if include else (lambda r: not is_reference(r.extra))
 
 
-def summary(store: Store, plan: Plan, jobs_: Sequence[Job]) -> list[dict[str, Any]]:
-    """Per configuration of the plan: how many of its (benchmark, seed) results the store has."""
+def bundled(path: Path) -> set[tuple[str, str, int]]:
+    """(label, benchmark, seed) of every result line of the bundle at ``path`` (empty when there is none)."""
+    if not Path(path).exists():
+        return set()
+    return {(d["label"], d["benchmark"], int(d["seed"])) for d in _read_lines(path) if "key" in d}
+
+
+def summary(store: Store, plan: Plan, jobs_: Sequence[Job],
+            bundle: set[tuple[str, str, int]] | None = None) -> list[dict[str, Any]]:
+    """Per configuration of the plan: how many of its (benchmark, seed) results the store has and,
+    with ``bundle`` (:func:`bundled`), how many the bundle has (``in_bundle``; ``None`` without)."""
     have: dict[tuple[str, str], set[int]] = {}
     for r in store.results():
         have.setdefault((r.label, r.benchmark), set()).add(r.seed)
@@ -353,6 +362,7 @@ def summary(store: Store, plan: Plan, jobs_: Sequence[Job]) -> list[dict[str, An
         want = [(b if c.max_queries is None else slice_name(b, c.max_queries), s)
                 for b in j.benchmarks for s in c.seeds]
         done = sum(1 for b, s in want if s in have.get((c.display, b), set()))
+        in_bundle = None if bundle is None else sum(1 for b, s in want if (c.display, b, s) in bundle)
         out.append({"label": c.display, "retriever": c.retriever, "done": done, "wanted": len(want),
-                    "skipped": j.skipped, "note": c.note})
+                    "in_bundle": in_bundle, "skipped": j.skipped, "note": c.note})
     return out

@@ -245,6 +245,9 @@ benchmarks = [{bench}]
     (content,) = [d for d in after if d.get("kind") == "benchmark_content"]
     ranked = {d for x in after if "key" in x for r in x["rankings"].values() for d, _ in r}
     assert ranked <= {d["docid"] for d in content["documents"]}
+    # status counts the bundle beside the build store: the first store holds bm25 only, the bundle both
+    res = invoke("reference", "status", "--home", str(first))
+    assert res.exit_code == 0 and "in the bundle" in res.output and res.output.count("1/1") == 3, res.output
     # the added result comes in verified, like the rest
     monkeypatch.setenv("BEYONDSIM_HOME", str(tmp_path / "user"))
     res = invoke("reference", "import")

@@ -97,20 +97,23 @@ def build(
 
 @reference_app.command("status")
 def status(only: Optional[str] = OnlyOpt, data_dir: DataDirOpt = None, home: HomeOpt = None) -> None:
-    """How much of the reference plan the build store holds, per configuration."""
-    from ..reference import summary
+    """How much of the reference plan the build store holds, per configuration, and how much the
+    installed bundle holds ("in the bundle"; a partial build adds to it with `bundle --add`)."""
+    from ..reference import bundled, summary
 
     plan, todo = _jobs(only, data_dir)
+    bundle_file = _files().get("bundle")
     with store_at(build_home(home_dir(home))) as store:
-        rows = summary(store, plan, todo)
+        rows = summary(store, plan, todo, bundled(bundle_file) if bundle_file else None)
         path = store.path
     t = Table(title=f"reference plan ({path})")
-    for col in ("configuration", "results", "not on disk", "note"):
+    for col in ("configuration", "results", "in the bundle", "not on disk", "note"):
         t.add_column(col)
     for r in rows:
         style = "green" if r["done"] == r["wanted"] else "yellow"
-        t.add_row(Text(r["label"]), Text(f"{r['done']}/{r['wanted']}", style=style), Text(", ".join(r["skipped"])),
-                  Text(r["note"]))
+        in_bundle = "–" if r["in_bundle"] is None else f"{r['in_bundle']}/{r['wanted']}"
+        t.add_row(Text(r["label"]), Text(f"{r['done']}/{r['wanted']}", style=style), Text(in_bundle),
+                  Text(", ".join(r["skipped"])), Text(r["note"]))
     out.print(t)
 
 
