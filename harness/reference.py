@@ -20,6 +20,7 @@ recomputed it.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import gzip
 import hashlib
@@ -29,7 +30,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -178,16 +179,23 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
         if note:
             rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": note}}
 
-    path = Path(path)
+    with _bundle_writer(Path(path)) as text:
+        return export_jsonl(store, text, depth=depth, annotate=annotate)
+
+
+@contextlib.contextmanager
+def _bundle_writer(path: Path) -> Iterator[TextIO]:
+    """UTF-8 text into a gzip file at ``path``, written to a temporary file and renamed when the
+    block ends without an error (a reader never sees half a bundle); no time stamp in the gzip
+    header, so the same lines give the same bytes."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz, \
                 io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as text:
-            n = export_jsonl(store, text, depth=depth, annotate=annotate)
+            yield text
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return n
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -233,13 +241,8 @@ def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: 
         if "documents" in have:
             have["documents"].sort(key=lambda x: x["docid"])
     lines += added
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz:
-            gz.write("".join(json.dumps(d, sort_keys=True, allow_nan=False) + "\n" for d in lines).encode("utf-8"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with _bundle_writer(path) as text:
+        text.writelines(json.dumps(d, sort_keys=True, allow_nan=False) + "\n" for d in lines)
     return len(added), replaced
 
 
