@@ -127,7 +127,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="beyondsim-perf-encode-") as tmp:
         for name in [m.strip() for m in args.models.split(",") if m.strip()]:
             rows += bench_model(name, docs, queries, args, args.cache or Path(tmp))
-    head = (f"{'model':<20} {'backend':<10} {'load s':>7} {'docs/s':>8} {'× ' + args.backends[0]:>8} {'CPU s':>7} "
+    head = (f"{'model':<20} {'backend':<10} {'load s':>7} {'texts/s':>8} {'× ' + args.backends[0]:>8} {'CPU s':>7} "
             f"{'min cos':>9} {'max |Δ|':>9} {'top-10':>7}")
     print("\n" + head + "\n" + "-" * len(head))
     for r in rows:
