@@ -31,7 +31,7 @@ given (``pip install 'beyondsim[ray]'``); without it nothing changes.
   (``map_batches`` over an actor pool, one encoder per actor) and writes the embedding cache entry a
   local :class:`~harness.encoders.EncoderPool` would (same key, same file), so a later local run
   reads it. Inside jobs, a cache miss of at least ``BEYONDSIM_RAY_ENCODE_MIN`` texts (default
-  100,000) goes that way.
+  100,000) goes that way (torch backend only: an onnx backend encodes in the job).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .encoders import EmbeddingCache, EncoderPool, load_encoder
+from .encoders import DEFAULT_BACKEND, EmbeddingCache, EncoderPool, load_encoder
 from .errors import UserError
 from .llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
 from .protocols import Progress
@@ -333,7 +333,8 @@ def _one_encoder_per_entry(pool: EncoderPool) -> None:
     def encode(name: str, texts: Sequence[str], **kw: Any) -> np.ndarray:
         texts = list(texts)
         folder, key = pool.cache_key(name, texts, prefix=kw.get("prefix", ""), normalize=kw.get("normalize", True),
-                                     max_length=kw.get("max_length"), pooling=kw.get("pooling"))
+                                     max_length=kw.get("max_length"), pooling=kw.get("pooling"),
+                                     backend=kw.get("backend", DEFAULT_BACKEND))
         lock = cache.root / folder / f".{key}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
         with open(lock, "a+b") as fh:

@@ -15,6 +15,12 @@ computing it cost (wall and CPU seconds), and ``<fingerprint>/model-load.json`` 
 model's weights cost; a result that reuses them is charged that as its cold cost
 (:meth:`harness.ledger.Ledger.reuse`, harness/cost.py).
 
+Backends (:data:`BACKENDS`): ``torch`` runs the model as sentence-transformers loads it; ``onnx``
+exports its transformer once with ``torch.onnx.export`` (kept under ``<cache>/onnx/<fingerprint>/``
+with its SHA-256 beside it) and runs it with ONNX Runtime on the CPU, the model's own pooling and
+normalisation after it; ``onnx-int8`` quantises that export's weights to int8, a different model.
+A backend other than torch is part of the embeddings' cache key.
+
 Pooling: a model with a sentence-transformers config pools as it declares; ``resolve_pooling``
 gives a hub model without one (``facebook/contriever``) what its model card prescribes, and any
 model the pooling a parameter names (``mean``, ``cls``, ``max``, ``lasttoken``).
@@ -29,12 +35,15 @@ import importlib
 import importlib.metadata
 import io
 import json
+import logging
 import os
 import re
 import shutil
 import tempfile
 import threading
 import time
+import warnings
+import weakref
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -537,10 +546,274 @@ def one_line(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+# -- backends: how an encoder's transformer is run ----------------------------------------------
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+"""How an encoder is run. ``torch``: the sentence-transformers model as loaded. ``onnx``: its
+transformer (the first module) exported to ONNX and run by ONNX Runtime on the CPU, in float32 (the
+same embeddings to rounding). ``onnx-int8``: that export with its weights quantised to int8
+(dynamic quantisation): a different model, whose embeddings differ measurably."""
+DEFAULT_BACKEND = "torch"
+ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8"}
+"""backend → the name of its exported file (``<cache>/onnx/<fingerprint>/<variant>.onnx``)."""
+ONNX_OUTPUT = "token_embeddings"
+_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # the order of the exported graph's inputs
+_ONNX_PIP = "pip install onnxruntime onnx onnxscript"
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` when it is one of :data:`BACKENDS`; an :class:`EncoderError` otherwise."""
+    if backend not in BACKENDS:
+        raise EncoderError(f"unknown encoder backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def _import_onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise EncoderError(f"the onnx encoder backends need ONNX Runtime, which is not installed: {_ONNX_PIP}") from e
+    return onnxruntime
+
+
+def _sha256_hex(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _onnx_inputs(model: Any) -> tuple[Any, list[str], Any]:
+    """The transformer module of ``model``, the names of the inputs its forward takes (a subset of
+    :data:`_ONNX_INPUTS`, in that order) and example features to export it with."""
+    import torch
+
+    module = model[0]
+    if not hasattr(module, "auto_model"):
+        raise EncoderError(f"the onnx backends export a transformer; the first module of this model is a "
+                           f"{type(module).__name__}")
+    if getattr(getattr(module.auto_model, "config", None), "output_hidden_states", False):
+        raise EncoderError("the onnx backends export the last hidden state only; this model asks for every layer's")
+    prep = getattr(model, "preprocess", None) or model.tokenize
+    features = prep(["an example sentence to export the encoder with, longer than the other one", "a short one"])
+    tensors = {k for k, v in features.items() if isinstance(v, torch.Tensor)}
+    wanted = getattr(module, "model_forward_params", None)
+    names = [k for k in _ONNX_INPUTS if k in tensors and (wanted is None or k in wanted)]
+    other = sorted(tensors - set(_ONNX_INPUTS))
+    if other or names[:2] != ["input_ids", "attention_mask"]:
+        raise EncoderError(f"the onnx backends export models that take {', '.join(_ONNX_INPUTS[:2])} "
+                           f"(and {_ONNX_INPUTS[2]}); this tokenizer gives {', '.join(sorted(tensors))}")
+    return module, names, features
+
+
+def export_onnx(model: Any, path: Path) -> None:
+    """Write the transformer of ``model`` (a ``SentenceTransformer`` on the CPU; its first module) to
+    ``path`` as one ONNX file: inputs ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when
+    the model takes it), each of dynamic batch and sequence length; output :data:`ONNX_OUTPUT`, the
+    token embeddings that the model's own pooling reads. ``torch.onnx.export`` with the
+    ``torch.export``-based exporter (it needs ``onnxscript``); the weights are kept in the file."""
+    import torch
+
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise EncoderError(f"exporting an encoder to ONNX needs onnx and onnxscript: {_ONNX_PIP}") from e
+    module, names, features = _onnx_inputs(model)
+    forward = module.forward  # the module's own forward: the one exported
+
+    class TokenEmbeddings(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            feats = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                feats["token_type_ids"] = token_type_ids
+            return forward(feats)[getattr(module, "module_output_name", ONNX_OUTPUT)]
+
+    dynamic = torch.export.Dim.DYNAMIC
+    args = tuple(features[n] for n in names)
+    model.eval()
+    exporter_log = logging.getLogger("torch.onnx")  # e.g. one line per torchvision operator it cannot register
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)
+    with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            program = torch.onnx.export(TokenEmbeddings().eval(), args, dynamo=True, input_names=names,
+                                        output_names=[ONNX_OUTPUT], external_data=False, verbose=False,
+                                        dynamic_shapes={n: {0: dynamic, 1: dynamic} for n in names})
+            program.save(str(path), external_data=False)
+        except EncoderError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the exporter's errors span pages: one line, the cause kept
+            raise EncoderError(f"cannot export the encoder to ONNX: {one_line(e)}") from e
+        finally:
+            exporter_log.setLevel(level)
+
+
+class _QuietQuantizer(logging.Filter):
+    """Drops onnxruntime's advice to pre-process a model before quantising it (logged on the root logger)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def quantize_onnx(source: Path, path: Path) -> None:
+    """``source`` with its weights quantised to int8 (``onnxruntime.quantization.quantize_dynamic``,
+    ``QInt8`` weights, activations quantised at run time), written to ``path``."""
+    _import_onnxruntime()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quiet = _QuietQuantizer()
+    logging.getLogger().addFilter(quiet)
+    try:
+        quantize_dynamic(str(source), str(path), weight_type=QuantType.QInt8)
+    except Exception as e:  # noqa: BLE001
+        raise EncoderError(f"cannot quantise the ONNX export {source} to int8: {one_line(e)}") from e
+    finally:
+        logging.getLogger().removeFilter(quiet)
+
+
+def cached_onnx_file(path: Path, make: Callable[[Path], None], warn: Callable[[str], None]) -> str:
+    """The SHA-256 of the file at ``path``, which ``make(tmp)`` writes when it is missing.
+
+    ``<path>.sha256`` beside it records the SHA-256 of its bytes, checked on every call: a file that
+    does not match (or has no record) is reported through ``warn`` in one line, removed and made
+    again. A file is written to a temporary name beside ``path`` and renamed, its record after it,
+    under a lock beside it (POSIX), so that no process reads a half-written file and concurrent
+    processes make it once."""
+    path = Path(path)
+    record = path.with_name(path.name + ".sha256")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _extraction_lock(path.with_name(f".{path.name}.lock")):
+        if path.exists():
+            try:
+                want = record.read_text(encoding="utf-8").strip()
+            except OSError:
+                want = ""
+            got = _sha256_hex(path)
+            if want and got == want:
+                return got
+            why = f"its SHA-256 is {got[:16]}…, {record.name} says {want[:16]}…" if want else f"{record.name} is missing"
+            warn(f"cached ONNX export {path} is damaged ({why}); removed, exporting it again")
+            for p in (path, record):
+                with contextlib.suppress(OSError):
+                    p.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp_record = path.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            make(tmp)
+            digest = _sha256_hex(tmp)
+            tmp_record.write_text(digest + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+            os.replace(tmp_record, record)
+        finally:
+            for p in (tmp, tmp_record):
+                with contextlib.suppress(OSError):
+                    p.unlink(missing_ok=True)
+    return digest
+
+
+def ensure_onnx_export(model: Any, backend: str, folder: Path, warn: Callable[[str], None]) -> tuple[Path, str]:
+    """``(path, sha256)`` of the ONNX export of ``model`` for ``backend`` under ``folder``
+    (``<variant>.onnx``, :data:`ONNX_VARIANTS`), exported (and for ``onnx-int8`` quantised from the
+    ``fp32`` export) when it is not there or is damaged (:func:`cached_onnx_file`)."""
+    folder = Path(folder)
+    fp32 = folder / f"{ONNX_VARIANTS['onnx']}.onnx"
+    try:
+        digest = cached_onnx_file(fp32, lambda tmp: export_onnx(model, tmp), warn)
+        if backend == "onnx":
+            return fp32, digest
+        path = folder / f"{ONNX_VARIANTS[backend]}.onnx"
+        return path, cached_onnx_file(path, lambda tmp: quantize_onnx(fp32, tmp), warn)
+    except OSError as e:  # a full disk, a folder not writable
+        raise EncoderError(f"cannot write the ONNX export of the encoder under {folder}: {e}") from e
+
+
+_ONNX_SESSIONS: "weakref.WeakValueDictionary[tuple[str, int], Any]" = weakref.WeakValueDictionary()
+_ONNX_SESSIONS_LOCK = threading.Lock()
+
+
+def onnx_session(path: Path, digest: str) -> Any:
+    """An ONNX Runtime session of the file at ``path`` (whose SHA-256 is ``digest``) on the CPU, with
+    as many intra-op threads as torch uses (``torch.get_num_threads()``, which follows
+    ``OMP_NUM_THREADS``). One session per file contents and thread count in a process: the models
+    that share an export (other maximum lengths or poolings) share its session."""
+    import torch
+
+    ort = _import_onnxruntime()
+    threads = max(1, torch.get_num_threads())
+    key = (digest, threads)
+    with _ONNX_SESSIONS_LOCK:
+        session = _ONNX_SESSIONS.get(key)
+        if session is None:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3  # errors only
+            try:
+                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            except Exception as e:  # noqa: BLE001
+                raise EncoderError(f"ONNX Runtime cannot load {path}: {one_line(e)}") from e
+            _ONNX_SESSIONS[key] = session
+    return session
+
+
+def use_onnx_session(model: Any, session: Any, backend: str) -> Any:
+    """Make ``model``'s transformer (its first module) run ``session`` in place of torch: its forward
+    feeds the session the token ids and mask and returns the token embeddings as a torch tensor, so
+    the model's own pooling, dense and normalisation modules, and ``model.encode``, work unchanged."""
+    import torch
+
+    module = model[0]
+    names = [i.name for i in session.get_inputs()]
+    out_key = getattr(module, "module_output_name", ONNX_OUTPUT)
+
+    def forward(features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        feeds = {n: features[n].detach().to("cpu", torch.int64).numpy() for n in names}
+        (emb,) = session.run([ONNX_OUTPUT], feeds)
+        features[out_key] = torch.from_numpy(emb).to(features["input_ids"].device)
+        return features
+
+    module.forward = forward
+    module.onnx_session = session
+    model.encoder_backend = backend
+    return model
+
+
+def load_onnx_encoder(model: Any, backend: str, folder: Path | None,
+                      warn: Callable[[str], None] = warn_stderr) -> Any:
+    """``model`` (loaded on the CPU) run by ONNX Runtime for ``backend`` (``onnx`` | ``onnx-int8``):
+    its transformer exported under ``folder`` once (:func:`ensure_onnx_export`; ``None``: into a
+    temporary folder, removed once the session is loaded)."""
+    check_backend(backend)
+    if backend == "torch":
+        return model
+    _import_onnxruntime()
+    if folder is not None:
+        path, digest = ensure_onnx_export(model, backend, folder, warn)
+        return use_onnx_session(model, onnx_session(path, digest), backend)
+    with tempfile.TemporaryDirectory(prefix="beyondsim-onnx-") as tmp:
+        path, digest = ensure_onnx_export(model, backend, Path(tmp), warn)
+        return use_onnx_session(model, onnx_session(path, digest), backend)
+
+
 def load_encoder(name: str, device: str | None = None, max_length: int | None = None,
-                 pooling: str | None = None) -> Any:
+                 pooling: str | None = None, backend: str = DEFAULT_BACKEND, onnx_folder: Path | None = None,
+                 warn: Callable[[str], None] = warn_stderr) -> Any:
     """A ``SentenceTransformer`` for ``name`` (local dir, packaged alias or hub name); ``pooling``
-    overrides the model's own pooling (None keeps it)."""
+    overrides the model's own pooling (None keeps it). ``backend`` (:data:`BACKENDS`) other than
+    ``torch`` loads it on the CPU and runs its transformer with ONNX Runtime (:func:`load_onnx_encoder`),
+    the export kept under ``onnx_folder`` (``None``: a temporary folder); ``warn`` hears of a damaged
+    export."""
+    check_backend(backend)
+    if backend != DEFAULT_BACKEND:
+        _import_onnxruntime()  # before the weights load: a missing package is said at once
+        device = "cpu"
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -563,7 +836,19 @@ def load_encoder(name: str, device: str | None = None, max_length: int | None = 
         model.max_seq_length = int(max_length)
     if pooling:
         set_pooling(model, pooling)
+    if backend != DEFAULT_BACKEND:
+        model = load_onnx_encoder(model, backend, onnx_folder, warn)
     return model
+
+
+def _backend_field(backend: str) -> dict[str, str]:
+    """``{"backend": backend}``, empty for torch: what a cache key or record says of the backend."""
+    return {} if backend == DEFAULT_BACKEND else {"backend": backend}
+
+
+def _load_record(backend: str) -> str:
+    """The name of the record of what loading a model cost: ``model-load`` (torch), ``model-load.<backend>``."""
+    return "model-load" if backend == DEFAULT_BACKEND else f"model-load.{backend}"
 
 
 class EncoderPool:
@@ -574,18 +859,19 @@ class EncoderPool:
                  progress: Any = None, warn: Callable[[str], None] = warn_stderr):
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.cache = EmbeddingCache(self.cache_dir / "embeddings", warn) if self.cache_dir else None
+        self.warn = warn
         self.device = device or default_device()
         self.progress = progress or NullProgress()
-        self._models: dict[tuple[str, int | None, str | None], Any] = {}
+        self._models: dict[tuple[str, int | None, str | None, str], Any] = {}  # (name, max_length, pooling, backend)
         self._fingerprints: dict[str, str] = {}
         self._lock = threading.Lock()
         self.stats = {"encoded": 0, "cache_hits": 0, "cache_misses": 0, "cache_discarded": 0}
         # the ledger of the result being computed (the runner sets it): loading a model's weights is
         # timed as its ``model`` phase, apart from the index or search phase that asked for it
         self._ledger: Any = None
-        self._load_cost: dict[str, dict[str, float]] = {}  # model name → what loading it cost here
+        self._load_cost: dict[tuple[str, str], dict[str, float]] = {}  # (model, backend) → what loading it cost here
         self._reset_result()
-        # a cache miss of at least ``bulk_min_texts`` texts is offered to ``bulk_encode(name, texts,
+        # a cache miss of at least ``bulk_min_texts`` texts (torch backend) is offered to ``bulk_encode(name, texts,
         # prefix=, normalize=, max_length=, pooling=, batch_size=)`` when it is set (on a Ray cluster:
         # harness.distributed, a Ray Data actor pool), which returns the embeddings or None (encode
         # here); they are cached here like any other, and counted in stats["bulk_encoded"]
@@ -607,19 +893,32 @@ class EncoderPool:
         self._used: set[str] = set()
         self._seen_keys: set[tuple[str, str]] = set()
 
-    def model(self, name: str, max_length: int | None = None, pooling: str | None = None) -> Any:
-        key = (name, max_length, pooling)
+    def onnx_folder(self, name: str) -> Path | None:
+        """Where the ONNX exports of ``name`` are kept: ``<cache_dir>/onnx/<model fingerprint>``
+        (``None`` without a cache dir: each load exports into a temporary folder)."""
+        return self.cache_dir / "onnx" / self.fingerprint(name) if self.cache_dir is not None else None
+
+    def model(self, name: str, max_length: int | None = None, pooling: str | None = None,
+              backend: str = DEFAULT_BACKEND) -> Any:
+        """The loaded encoder (one per name, maximum length, pooling and backend in this pool). A
+        ``backend`` other than ``torch`` exports the model to ONNX the first time (kept under
+        :meth:`onnx_folder`); the export is part of the load's cost."""
+        check_backend(backend)
+        key = (name, max_length, pooling, backend)
         with self._lock:
             if key not in self._models:
                 timer = self.ledger.phase("model") if self.ledger is not None else contextlib.nullcontext()
                 w0, c0 = time.perf_counter(), time.process_time()
                 with timer:
-                    self._models[key] = load_encoder(name, self.device, max_length, pooling)
+                    self._models[key] = load_encoder(name, self.device, max_length, pooling, backend,
+                                                     self.onnx_folder(name) if backend != DEFAULT_BACKEND else None,
+                                                     self.warn)
                 cost = {"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
-                self._load_cost[name] = cost
+                self._load_cost[(name, backend)] = cost
                 self._loaded_here.add(name)
                 if self.cache is not None:
-                    self.cache.record_cost(self.fingerprint(name), "model-load", {**cost, "model": name})
+                    self.cache.record_cost(self.fingerprint(name), _load_record(backend),
+                                           {**cost, "model": name, **_backend_field(backend)})
             return self._models[key]
 
     def used_models(self) -> dict[str, Any]:
@@ -628,15 +927,17 @@ class EncoderPool:
         loaded = {key[0]: m for key, m in self._models.items()}
         return {n: loaded.get(n) for n in sorted(self._used | self._loaded_here)}
 
-    def _charge_model(self, name: str) -> None:
-        """The first use of ``name`` in a result that did not load it: charge what loading it cost."""
+    def _charge_model(self, name: str, backend: str = DEFAULT_BACKEND) -> None:
+        """The first use of ``name`` in a result that did not load it: charge what loading it (with
+        ``backend``, its export included) cost."""
         if self.ledger is None or name in self._used:
             return
         self._used.add(name)
         if name in self._loaded_here:
             return
-        cost = self._load_cost.get(name) or (self.cache.recorded_cost(self.fingerprint(name), "model-load")
-                                             if self.cache is not None else None) or {}
+        cost = self._load_cost.get((name, backend)) or (
+            self.cache.recorded_cost(self.fingerprint(name), _load_record(backend))
+            if self.cache is not None else None) or {}
         self.ledger.reuse("model", cost.get("wall_s"), cost.get("cpu_s"), phase="model")
 
     def _charge_entry(self, entry: tuple[str, str]) -> None:
@@ -653,36 +954,41 @@ class EncoderPool:
         return self._fingerprints[name]
 
     def cache_key(self, name: str, texts: Sequence[str], *, prefix: str, normalize: bool,
-                  max_length: int | None, pooling: str | None = None) -> tuple[str, str]:
+                  max_length: int | None, pooling: str | None = None,
+                  backend: str = DEFAULT_BACKEND) -> tuple[str, str]:
         """``(folder, key)`` of the embeddings of ``texts``: the model fingerprint, and the hash of
-        it with the encoding settings and the texts."""
+        it with the encoding settings and the texts. The backend is a setting when it is not
+        ``torch`` (the keys of torch embeddings are those from before there were backends)."""
         settings = json.dumps({"prefix": prefix, "normalize": normalize, "max_length": max_length,
-                               "pooling": pooling or "model-default"}, sort_keys=True)
+                               "pooling": pooling or "model-default", **_backend_field(backend)}, sort_keys=True)
         key = hashlib.sha256(f"{self.fingerprint(name)}\n{settings}\n{_texts_hash(texts)}".encode()).hexdigest()[:32]
         return self.fingerprint(name), key
 
     def encode(self, name: str, texts: Sequence[str], *, prefix: str = "", normalize: bool = True,
                batch_size: int = 64, max_length: int | None = None, description: str = "encoding",
-               chunk: int = 256, pooling: str | None = None) -> np.ndarray:
+               chunk: int = 256, pooling: str | None = None, backend: str = DEFAULT_BACKEND) -> np.ndarray:
         """Embeddings of ``prefix + text`` for each text, float32, shape (len(texts), dim);
-        ``pooling`` overrides the model's pooling (None: the model's own)."""
+        ``pooling`` overrides the model's pooling (None: the model's own); ``backend``
+        (:data:`BACKENDS`) says what runs the model."""
+        check_backend(backend)
         texts = list(texts)
         entry = None
         if self.cache is not None:
             entry = self.cache_key(name, texts, prefix=prefix, normalize=normalize, max_length=max_length,
-                                   pooling=pooling)
+                                   pooling=pooling, backend=backend)
             cached = self.cache.get(*entry, rows=len(texts))
             self.stats["cache_discarded"] = self.cache.discarded
             if cached is not None:
                 self.stats["cache_hits"] += 1
                 self._charge_entry(entry)
-                self._charge_model(name)
+                self._charge_model(name, backend)
                 return cached
         self.stats["cache_misses"] += 1
         w0, c0 = time.perf_counter(), time.process_time()
         bulk = (self.bulk_encode(name, texts, prefix=prefix, normalize=normalize, max_length=max_length, pooling=pooling,
                                  batch_size=batch_size)
-                if self.bulk_encode is not None and len(texts) >= self.bulk_min_texts else None)
+                if self.bulk_encode is not None and len(texts) >= self.bulk_min_texts and backend == DEFAULT_BACKEND
+                else None)
         if bulk is not None:  # None: the bulk encoder declined (no free capacity); encode here
             arr = np.asarray(bulk, dtype=np.float32)
             self.stats["encoded"] += len(texts)
@@ -690,9 +996,9 @@ class EncoderPool:
             self._store(entry, arr, {"wall_s": time.perf_counter() - w0, "cpu_s": None})  # CPU spent elsewhere
             self._charge_model(name)
             return arr
-        fresh = (name, max_length, pooling) not in self._models
-        model = self.model(name, max_length, pooling)
-        load = self._load_cost.get(name, {}) if fresh else {}
+        fresh = (name, max_length, pooling, backend) not in self._models
+        model = self.model(name, max_length, pooling, backend)
+        load = self._load_cost.get((name, backend), {}) if fresh else {}
         # Longest first across the whole list (not per chunk), so batches carry little padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
         inputs = [prefix + texts[i] for i in order]
@@ -713,7 +1019,7 @@ class EncoderPool:
         if load:  # the model was loaded inside this call: that is its own cost (model-load.json), not the entry's
             wall, cpu = max(0.0, wall - load["wall_s"]), max(0.0, cpu - load["cpu_s"])
         self._store(entry, arr, {"wall_s": wall, "cpu_s": cpu})
-        self._charge_model(name)
+        self._charge_model(name, backend)
         return arr
 
     def _store(self, entry: tuple[str, str] | None, arr: np.ndarray, cost: dict[str, Any]) -> None:

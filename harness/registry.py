@@ -339,12 +339,14 @@ def canonical_retriever_name(name: str) -> str:
 ADDED = "added_in"  # dataclass field metadata: the harness version that added the parameter
 
 
-def added_param(default: Any, *, since: str) -> Any:
+def added_param(default: Any, *, since: str,
+                choices: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> Any:
     """A parameter field added to an existing retriever in harness version ``since``, whose
     ``default`` does what the retriever did before it: left out of the spec (and so of the spec
     hash) while it has that value, so results stored before the parameter existed keep their
-    identity; any other value is in the spec like every parameter."""
-    return field(default=default, metadata={ADDED: since})
+    identity; any other value is in the spec like every parameter. ``choices``: the values it
+    takes, as :func:`choice_param`'s."""
+    return field(default=default, metadata={ADDED: since, **({CHOICES: choices} if choices is not None else {})})
 
 
 def spec_params(p: Any) -> dict[str, Any]:

@@ -61,7 +61,6 @@ descriptions (no judgment) enter training apart from the training queries' pairs
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -78,7 +77,7 @@ from harness.encoders import model_fingerprint
 from harness.leakage import TrainingData, digests, family, text_digest
 from harness.protocols import RunContext
 from harness.provenance import environment
-from harness.registry import load_benchmark, register
+from harness.registry import load_benchmark, register, spec_params
 from harness.types import Benchmark, Corpus, Query
 from . import citations
 
@@ -133,6 +132,7 @@ class ColtParams(DenseParams):
     cache: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         layers = parse_grid(self.layers, int, "layers")
         lambdas = parse_grid(self.c_lambda, float, "c_lambda")
         if min(layers) < 0 or min(lambdas) < 0:
@@ -172,7 +172,7 @@ def usable_queries(bench: Benchmark, tool_col: dict[str, int]) -> tuple[list[Que
 
 def artifact_key(params: ColtParams, seed: int, base_fingerprint: str, train_version: str,
                  validation: str) -> str:
-    blob = json.dumps({"params": dataclasses.asdict(params), "seed": seed, "base": base_fingerprint,
+    blob = json.dumps({"params": spec_params(params), "seed": seed, "base": base_fingerprint,
                        "train": train_version, "validation": validation, "format": CARD_FORMAT},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -238,7 +238,7 @@ class COLT(DenseRetriever):
         p = self.params
         return self._pool(ctx).encode(self.encoder_name, [q.text for q in queries], prefix=p.query_prefix,
                                       normalize=True, batch_size=p.batch_size, max_length=p.max_length,
-                                      description="encoding queries")
+                                      description="encoding queries", backend=p.backend)
 
     def tool_matrix(self, corpus: Corpus, ctx: RunContext) -> tuple[np.ndarray, int]:
         """Unit-norm embeddings of ``corpus``: the trained one for each tool of the training graph
@@ -248,7 +248,8 @@ class COLT(DenseRetriever):
         p = self.params
         emb = np.array(self._pool(ctx).encode(self.encoder_name, corpus.texts(), prefix=p.doc_prefix, normalize=True,
                                               batch_size=p.batch_size, max_length=p.max_length,
-                                              description="encoding documents"), dtype=np.float32)
+                                              description="encoding documents", backend=p.backend),
+                       dtype=np.float32)
         trained = 0
         for i, d in enumerate(corpus):
             r = self._tool_row.get(d.id)
@@ -362,7 +363,7 @@ class COLT(DenseRetriever):
         else:
             def encode(texts: list[str], prefix: str) -> np.ndarray:  # the frozen dense checkpoint, cached
                 return pool.encode(p.model, texts, prefix=prefix, normalize=True, batch_size=p.batch_size,
-                                   max_length=p.max_length, description="colt: encoding")
+                                   max_length=p.max_length, description="colt: encoding", backend=p.backend)
 
         q0 = encode([q.text for q in train_q], p.query_prefix)
         t_emb = encode(texts, p.doc_prefix)
@@ -383,7 +384,7 @@ class COLT(DenseRetriever):
         best = max(range(len(runs)), key=lambda i: (runs[i]["best"]["Comp@5"], -i))
         np.save(tmp / "tools.npy", runs[best]["tools"], allow_pickle=False)
         card = {
-            "format": CARD_FORMAT, "params": dataclasses.asdict(p), "seed": ctx.seed, "base_model": p.model,
+            "format": CARD_FORMAT, "params": spec_params(p), "seed": ctx.seed, "base_model": p.model,
             "base_fingerprint": model_fingerprint(p.model), "train": {"benchmark": bench.name, "version": bench.version},
             "validation": {"source": source, "benchmark": ctx.validation.name if ctx.validation else bench.name,
                            "queries": len(val_q), "epoch0": runs[best]["history"][0]},

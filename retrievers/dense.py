@@ -8,7 +8,12 @@ prefixes are parameters (e.g. BGE's ``"Represent this sentence for searching rel
 ``pooling`` picks how token states become one vector: ``auto`` keeps a model's sentence-transformers
 config and gives a hub model without one the pooling its model card prescribes
 (:func:`harness.encoders.resolve_pooling`); ``mean``, ``cls``, ``max`` or ``lasttoken`` override it.
-``contriever`` is ``dense`` with ``facebook/contriever``, mean pooling and inner product.
+``backend`` says what runs the encoder (:data:`harness.encoders.BACKENDS`): ``torch`` (default),
+``onnx`` (its transformer exported to ONNX once, cached beside the embeddings, and run by ONNX
+Runtime on the CPU: torch's embeddings to rounding) or ``onnx-int8`` (the export's weights quantised
+to int8: a different model, whose embeddings and rankings differ); every method whose parameters
+extend :class:`DenseParams` takes it. ``contriever`` is ``dense`` with ``facebook/contriever``, mean
+pooling and inner product.
 """
 
 from __future__ import annotations
@@ -18,22 +23,34 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.encoders import DEFAULT_ENCODER, POOLING_CHOICES, EncoderPool, card_normalization, resolve_pooling
+from harness.encoders import (BACKENDS, DEFAULT_BACKEND, DEFAULT_ENCODER, POOLING_CHOICES, EncoderPool,
+                              card_normalization, resolve_pooling)
 from harness.protocols import RunContext
 from harness.ranking import run_from_matrix
-from harness.registry import register
+from harness.registry import added_param, register
 from harness.types import Corpus, Query, Run
 from . import citations
 
 
 @dataclass(frozen=True)
 class DenseParams:
+    """The encoder of every embedding method: ``model``, the query and document prefixes,
+    ``normalize``, ``batch_size``, ``max_length`` and ``backend`` (``torch``; ``onnx``: the same
+    embeddings from ONNX Runtime on the CPU; ``onnx-int8``: int8 weights, different embeddings).
+    ``backend=torch`` is left out of the spec, so its results keep the keys they had before there
+    were backends."""
+
     model: str = DEFAULT_ENCODER
     query_prefix: str = ""
     doc_prefix: str = ""
     normalize: bool = True
     batch_size: int = 64
     max_length: int | None = None
+    backend: str = added_param(DEFAULT_BACKEND, since="0.2.0", choices=BACKENDS)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,7 @@ class PooledDenseParams(DenseParams):
     pooling: str = "auto"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.pooling not in POOLING_CHOICES:
             raise ValueError(f"pooling must be one of {', '.join(POOLING_CHOICES)}, not {self.pooling!r}")
 
@@ -73,12 +91,18 @@ class DenseIndex:
             self._pooling = (None if asked is None else resolve_pooling(self.params.model, asked),)
         return self._pooling[0]
 
+    @property
+    def backend(self) -> str:
+        """What runs the encoder (:data:`harness.encoders.BACKENDS`); ``torch`` for params without a
+        ``backend`` field."""
+        return getattr(self.params, "backend", DEFAULT_BACKEND)
+
     def encode_queries(self, queries: Sequence[Query], ctx: RunContext) -> np.ndarray:
         p = self.params
         return self._pool(ctx).encode(p.model, [q.text for q in queries], prefix=p.query_prefix,
                                       normalize=p.normalize, batch_size=p.batch_size,
                                       max_length=p.max_length, description="encoding queries",
-                                      pooling=self.pooling)
+                                      pooling=self.pooling, backend=self.backend)
 
     def index(self, corpus: Corpus, ctx: RunContext) -> None:
         import faiss
@@ -90,7 +114,8 @@ class DenseIndex:
                     f"this run uses normalize={str(p.normalize).lower()}")
         emb = self._pool(ctx).encode(p.model, corpus.texts(), prefix=p.doc_prefix, normalize=p.normalize,
                                      batch_size=p.batch_size, max_length=p.max_length,
-                                     description="encoding documents", pooling=self.pooling)
+                                     description="encoding documents", pooling=self.pooling,
+                                     backend=self.backend)
         self.doc_embeddings = np.ascontiguousarray(emb, dtype=np.float32)
         self._index = faiss.IndexFlatIP(self.doc_embeddings.shape[1])
         self._index.add(self.doc_embeddings)
@@ -111,9 +136,13 @@ class DenseRetriever(DenseIndex):
         self._searched: dict[str, np.ndarray] = {}  # the query embeddings of the last search
 
     def result_extra(self) -> dict[str, Any]:
-        """The pooling the encoder ran with (what ``auto`` resolved to) and the normalisation."""
-        return {"encoder": {"model": self.params.model, "pooling": self.pooling or "model-default",
-                            "normalize": self.params.normalize}}
+        """The pooling the encoder ran with (what ``auto`` resolved to), the normalisation, and the
+        backend when it is not torch."""
+        encoder = {"model": self.params.model, "pooling": self.pooling or "model-default",
+                   "normalize": self.params.normalize}
+        if self.backend != DEFAULT_BACKEND:
+            encoder["backend"] = self.backend
+        return {"encoder": encoder}
 
     def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
               ctx: RunContext) -> dict[str, dict[str, float]]:

@@ -101,6 +101,7 @@ class DeoParams(DenseParams):
     prompt: str = ""  # custom decomposition prompt with {query}; empty = DECOMPOSE_PROMPT
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.decomposer not in ("llm", "rules"):
             raise ValueError(f"deo: decomposer must be 'llm' or 'rules', not {self.decomposer!r}")
         if self.steps < 0 or self.lr <= 0 or self.max_reasks < 0:
@@ -264,7 +265,7 @@ class DEO(DenseRetriever):
         if texts:
             vecs = self._pool(ctx).encode(p.model, texts, prefix=p.query_prefix, normalize=p.normalize,
                                           batch_size=p.batch_size, max_length=p.max_length,
-                                          description="encoding sub-queries")
+                                          description="encoding sub-queries", backend=p.backend)
             emb = dict(zip(texts, np.asarray(vecs, dtype=np.float32)))
         dim = e0.shape[1]
 

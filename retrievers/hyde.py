@@ -63,6 +63,7 @@ class HydeParams(DenseParams):
     include_query: bool = True  # the query embedding is one of the averaged vectors (the paper: yes)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.n < 1 or self.max_tokens < 1:
             raise ValueError("hyde: n ≥ 1 and max_tokens ≥ 1")
         if self.task != "auto" and self.task not in PROMPTS:
@@ -111,7 +112,8 @@ class HyDE(DenseRetriever):
         flat = [t for ps in passages for t in ps]
         p_emb = self._pool(ctx).encode(p.model, flat, prefix=p.doc_prefix, normalize=p.normalize,
                                        batch_size=p.batch_size, max_length=p.max_length,
-                                       description="encoding hypothetical passages") if flat else None
+                                       description="encoding hypothetical passages",
+                                       backend=p.backend) if flat else None
         out = np.empty_like(q_emb)
         row = 0
         for i, ps in enumerate(passages):

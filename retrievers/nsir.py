@@ -303,6 +303,7 @@ class NsirParams(DenseParams):
     max_tokens: int = 512
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.top_n < 1 or self.max_tokens < 1 or self.batch_size < 1:
             raise ValueError("nsir: top_n ≥ 1, max_tokens ≥ 1 and batch_size ≥ 1")
         if not 0.0 <= self.distortion <= 1.0:
