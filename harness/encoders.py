@@ -664,14 +664,16 @@ class _QuietQuantizer(logging.Filter):
 
 def quantize_onnx(source: Path, path: Path) -> None:
     """``source`` with its weights quantised to int8 (``onnxruntime.quantization.quantize_dynamic``,
-    ``QInt8`` weights, activations quantised at run time), written to ``path``."""
+    ``QInt8`` weights with a scale per output channel, activations quantised at run time), written
+    to ``path``. Per channel: one scale per tensor costs far more (worst cosine to fp32 on SciFact
+    abstracts 0.90 against 0.99 for MiniLM, 0.51 against 0.82 for mpnet) for the same size and speed."""
     _import_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quiet = _QuietQuantizer()
     logging.getLogger().addFilter(quiet)
     try:
-        quantize_dynamic(str(source), str(path), weight_type=QuantType.QInt8)
+        quantize_dynamic(str(source), str(path), weight_type=QuantType.QInt8, per_channel=True)
     except Exception as e:  # noqa: BLE001
         raise EncoderError(f"cannot quantise the ONNX export {source} to int8: {one_line(e)}") from e
     finally:
