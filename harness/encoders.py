@@ -554,8 +554,11 @@ transformer (the first module) exported to ONNX and run by ONNX Runtime on the C
 same embeddings to rounding). ``onnx-int8``: that export with its weights quantised to int8
 (dynamic quantisation): a different model, whose embeddings differ measurably."""
 DEFAULT_BACKEND = "torch"
-ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8"}
-"""backend → the name of its exported file (``<cache>/onnx/<fingerprint>/<variant>.onnx``)."""
+ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8-per-channel"}
+"""backend → the name of its exported file (``<cache>/onnx/<fingerprint>/<variant>.onnx``), which
+names the recipe too: it is also in the embeddings' cache key (:func:`_backend_field`), so a changed
+recipe (int8 was quantised per tensor before it was per output channel) gets a new file and new keys
+instead of serving what the old one made."""
 ONNX_OUTPUT = "token_embeddings"
 _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # the order of the exported graph's inputs
 _ONNX_PIP = "pip install onnxruntime onnx onnxscript"
@@ -844,8 +847,9 @@ def load_encoder(name: str, device: str | None = None, max_length: int | None = 
 
 
 def _backend_field(backend: str) -> dict[str, str]:
-    """``{"backend": backend}``, empty for torch: what a cache key or record says of the backend."""
-    return {} if backend == DEFAULT_BACKEND else {"backend": backend}
+    """``{"backend": backend, "export": variant}``, empty for torch: what a cache key or record says
+    of the backend (the variant names the export's recipe, :data:`ONNX_VARIANTS`)."""
+    return {} if backend == DEFAULT_BACKEND else {"backend": backend, "export": ONNX_VARIANTS[backend]}
 
 
 def _load_record(backend: str) -> str:

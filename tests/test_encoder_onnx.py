@@ -105,8 +105,8 @@ def test_export_is_cached_and_reused_by_a_new_pool(onnx_pool: EncoderPool, monke
     onnx_pool.model(MODEL, backend="onnx-int8")
     folder = onnx_pool.cache_dir / "onnx" / onnx_pool.fingerprint(MODEL)
     files = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
-    assert files == {"fp32.onnx", "fp32.onnx.sha256", "int8.onnx", "int8.onnx.sha256"}
-    for name in ("fp32.onnx", "int8.onnx"):
+    assert files == {"fp32.onnx", "fp32.onnx.sha256", "int8-per-channel.onnx", "int8-per-channel.onnx.sha256"}
+    for name in ("fp32.onnx", "int8-per-channel.onnx"):
         digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
         assert (folder / f"{name}.sha256").read_text().strip() == digest
     assert not list(folder.glob("*.tmp")) and not list(folder.glob(".*.tmp"))
@@ -128,7 +128,7 @@ def test_damaged_export_is_reported_removed_and_made_again(onnx_pool: EncoderPoo
                                                            torch_embeddings: np.ndarray) -> None:
     folder = onnx_pool.cache_dir / "onnx" / onnx_pool.fingerprint(MODEL)
     onnx_pool.model(MODEL, backend="onnx-int8")
-    int8 = folder / "int8.onnx"
+    int8 = folder / "int8-per-channel.onnx"
     before = int8.read_bytes()
     with open(int8, "r+b") as f:  # flip bytes in the middle of the weights
         f.seek(len(before) // 2)
@@ -138,14 +138,14 @@ def test_damaged_export_is_reported_removed_and_made_again(onnx_pool: EncoderPoo
     emb = np.array(fresh.encode(MODEL, TEXTS[:5], backend="onnx-int8"))
     assert len(warned) == 1 and "\n" not in warned[0]
     assert str(int8) in warned[0] and "damaged" in warned[0] and "exporting it again" in warned[0]
-    assert hashlib.sha256(int8.read_bytes()).hexdigest() == (folder / "int8.onnx.sha256").read_text().strip()
+    assert hashlib.sha256(int8.read_bytes()).hexdigest() == (folder / "int8-per-channel.onnx.sha256").read_text().strip()
     assert cosines(emb, torch_embeddings[:5]).min() > 0.8
     # a missing checksum record is a damage too
-    (folder / "int8.onnx.sha256").unlink()
+    (folder / "int8-per-channel.onnx.sha256").unlink()
     warned.clear()
     EncoderPool(onnx_pool.cache_dir, "cpu", warn=warned.append).model(MODEL, backend="onnx-int8")
-    assert len(warned) == 1 and "int8.onnx.sha256 is missing" in warned[0]
-    assert (folder / "int8.onnx.sha256").is_file()
+    assert len(warned) == 1 and "int8-per-channel.onnx.sha256 is missing" in warned[0]
+    assert (folder / "int8-per-channel.onnx.sha256").is_file()
 
 
 def test_cached_onnx_file_checks_its_checksum(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_cached_onnx_file_checks_its_checksum(tmp_path: Path) -> None:
         path.write_bytes(b"half")
         raise EncoderError("export failed")
 
-    other = tmp_path / "fp" / "int8.onnx"
+    other = tmp_path / "fp" / "int8-per-channel.onnx"
     with pytest.raises(EncoderError):
         cached_onnx_file(other, broken, warned.append)
     assert not other.exists() and not list(other.parent.glob("*.tmp")) and not list(other.parent.glob(".*.tmp"))
