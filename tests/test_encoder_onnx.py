@@ -83,7 +83,8 @@ def test_onnx_int8_is_a_different_but_close_model(onnx_pool: EncoderPool, torch_
     got = np.array(onnx_pool.encode(MODEL, TEXTS, batch_size=8, backend="onnx-int8"))
     assert got.shape == torch_embeddings.shape
     assert np.abs(got - torch_embeddings).max() > 1e-3  # measurably different
-    assert cosines(got, torch_embeddings).min() > 0.8
+    # close: weights quantised per output channel (one scale per tensor: worst cosine ~0.82 here)
+    assert cosines(got, torch_embeddings).min() > 0.95
 
 
 def test_session_threads_follow_torch_and_the_model_keeps_its_modules(onnx_pool: EncoderPool) -> None:
