@@ -29,13 +29,18 @@ CHECKSUM_CHARS = 32
 """Hex characters of the SHA-256 of an entry's bytes kept in its file name (128 bits)."""
 
 
-def file_checksum(path: Path) -> str:
-    """The first :data:`CHECKSUM_CHARS` hex digits of the SHA-256 of the file's bytes."""
+def sha256_hex(path: Path) -> str:
+    """The SHA-256 of the file's bytes, in hex (read a megabyte at a time)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()[:CHECKSUM_CHARS]
+    return h.hexdigest()
+
+
+def file_checksum(path: Path) -> str:
+    """The first :data:`CHECKSUM_CHARS` hex digits of the SHA-256 of the file's bytes."""
+    return sha256_hex(path)[:CHECKSUM_CHARS]
 
 
 def warn_stderr(message: str) -> None:

@@ -52,7 +52,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .embedding_cache import CHECKSUM_CHARS, EmbeddingCache, _texts_hash, file_checksum, warn_stderr  # noqa: F401
+from .embedding_cache import (CHECKSUM_CHARS, EmbeddingCache, _texts_hash, file_checksum, sha256_hex,  # noqa: F401
+                              warn_stderr)
 from .errors import UserError
 from .progress import NullProgress
 
@@ -579,14 +580,6 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
-def _sha256_hex(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _onnx_inputs(model: Any) -> tuple[Any, list[str], Any]:
     """The transformer module of ``model``, the names of the inputs its forward takes (a subset of
     :data:`_ONNX_INPUTS`, in that order) and example features to export it with."""
@@ -700,7 +693,7 @@ def cached_onnx_file(path: Path, make: Callable[[Path], None], warn: Callable[[s
                 want = record.read_text(encoding="utf-8").strip()
             except OSError:
                 want = ""
-            got = _sha256_hex(path)
+            got = sha256_hex(path)
             if want and got == want:
                 return got
             why = f"its SHA-256 is {got[:16]}…, {record.name} says {want[:16]}…" if want else f"{record.name} is missing"
@@ -712,7 +705,7 @@ def cached_onnx_file(path: Path, make: Callable[[Path], None], warn: Callable[[s
         tmp_record = path.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             make(tmp)
-            digest = _sha256_hex(tmp)
+            digest = sha256_hex(tmp)
             tmp_record.write_text(digest + "\n", encoding="utf-8")
             os.replace(tmp, path)
             os.replace(tmp_record, record)

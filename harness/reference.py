@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -34,6 +33,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .embedding_cache import sha256_hex
 from .errors import UserError
 from .store import IMPORTED, ResultRecord, Store
 from .trust import ORIGIN_KEY, is_reference, origin
@@ -154,11 +154,7 @@ def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[
 
 def bundle_id(path: Path) -> str:
     """The first 16 hex digits of the bundle file's SHA-256: results imported from it carry it."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
+    return sha256_hex(path)[:16]
 
 
 NOTE_KEY = "reference"  # extra["reference"] = {"configuration": label, "note": why} of a bundled result
