@@ -792,11 +792,10 @@ def load_onnx_encoder(model: Any, backend: str, folder: Path | None,
     if backend == "torch":
         return model
     _import_onnxruntime()
-    if folder is not None:
-        path, digest = ensure_onnx_export(model, backend, folder, warn)
-        return use_onnx_session(model, onnx_session(path, digest), backend)
-    with tempfile.TemporaryDirectory(prefix="beyondsim-onnx-") as tmp:
-        path, digest = ensure_onnx_export(model, backend, Path(tmp), warn)
+    place = (contextlib.nullcontext(folder) if folder is not None
+             else tempfile.TemporaryDirectory(prefix="beyondsim-onnx-"))
+    with place as where:
+        path, digest = ensure_onnx_export(model, backend, Path(where), warn)
         return use_onnx_session(model, onnx_session(path, digest), backend)
 
 
