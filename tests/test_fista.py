@@ -408,19 +408,22 @@ def lbfgsb(D: np.ndarray, q: np.ndarray, l1: float, l2: float) -> np.ndarray:
                         options={"ftol": 1e-16, "gtol": 1e-11, "maxiter": 50000, "maxcor": 30}).x
 
 
-@pytest.mark.parametrize("l2,dual_above", [(0.1, None), (1.0, None), (0.1, 10**6), (0.01, None)])
-def test_exact_small_l1_equals_full_corpus_minimiser(l2: float, dual_above: int | None) -> None:
+@pytest.mark.parametrize("l2,dual_above,newton", [(0.1, None, True), (1.0, None, True), (0.01, None, True),
+                                                  (0.1, None, False), (0.1, 10**6, False), (0.01, None, False)])
+def test_exact_small_l1_equals_full_corpus_minimiser(l2: float, dual_above: int | None, newton: bool) -> None:
     """λ1 = 0.01, the paper grid's smallest: supports of tens to hundreds of documents, beyond
     the 32 candidates and the dimension, mostly outside the dense top ranks. The exact solve
-    (d-space form by default, Gram form with dual_above = 10⁶) equals the full-corpus minimiser
-    found independently by L-BFGS-B and passes the whole-corpus KKT certificate, without falling
-    back to full-corpus FISTA."""
+    (queries with large free sets finished by the Newton half by default; without it, the
+    active-set solve in its d-space form, or in Gram form with dual_above = 10⁶) equals the
+    full-corpus minimiser found independently by L-BFGS-B and passes the whole-corpus KKT
+    certificate, without falling back to full-corpus FISTA."""
     D, Q = clustered(1500, 16, 6, 4, per=30)
     l1, tol = 0.01, 1e-6
-    sol = screened_solve(D, Q, l1, l2, tol=tol, dual_above=dual_above)
+    sol = screened_solve(D, Q, l1, l2, tol=tol, dual_above=dual_above, newton=newton)
     st = sol.stats
     assert st["fallback"] == 0 and st["guard_fired"] >= 1
-    assert (st["dspace_solves"] > 0) == (dual_above is None)
+    assert (st["newton_queries"] > 0) == newton
+    assert (st["dspace_solves"] > 0) == (dual_above is None and not newton)
     if l2 >= 0.1:
         assert st["support_mean"] > 32 and st["support_max"] > 16  # more than M and d
     assert float(sol.kkt(D, Q, l1, l2).max()) < 2 * tol

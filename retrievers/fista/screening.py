@@ -13,6 +13,7 @@ import torch
 
 from .active_set import _gram_d, active_set_qp, active_set_qp_dual
 from .core import _fista_core, _GramOp, solve_full
+from .newton import HandOff, NewtonStats, newton_rounds
 from .passes import _Corpus
 from .problem import Solution, _small_ops, _sparsify, as_tensor
 
@@ -138,13 +139,21 @@ class _Exact:
     def __init__(self, D: torch.Tensor, Q: torch.Tensor, l1: float, l2: float, *, tol: float, gtol: float,
                  corpus: _Corpus, nrm: float, band: int, grow: int, max_add: int | None, max_inner: int,
                  memory_budget: int, core_kw: dict[str, Any], qp_iters: int = 3, qp_budget: int = 200,
-                 dual_above: int | None = None, band_max: int = 8192, group: int = 64):
+                 dual_above: int | None = None, band_max: int = 8192, group: int = 64,
+                 newton_above: int | None = None):
         self.D, self.Q, self.l1, self.l2, self.tol = D, Q, l1, l2, tol
         self.thr_ok = l1 + gtol
         self.corpus, self.nrm, self.band, self.grow_min = corpus, nrm, band, grow
         self.max_add, self.max_inner, self.budget, self.core_kw = max_add, max_inner, memory_budget, core_kw
         self.qp_iters, self.qp_budget = qp_iters, qp_budget
         self.dual_above = dual_above if dual_above is not None else D.shape[1]
+        # the Newton half (λ2 > 0, CPU): queries whose free sets outgrow `newton_above` go there, and
+        # the active-set solve never switches to its own d-space form
+        self.newton_above = newton_above if l2 > 0 and D.device.type == "cpu" else None
+        if self.newton_above is not None:
+            self.dual_above = 1 << 40
+        self.handoff: list[HandOff] = []
+        self.newton_stats = NewtonStats()
         self.band_max = band_max
         self.group = group
         B = Q.shape[0]
@@ -212,6 +221,13 @@ class _Exact:
                 st.compact()
                 if st.wants_dual(self.l2, self.dual_above):  # a free set grew past d
                     st.to_dual(self.l2)
+            if self.newton_above is not None:
+                big = (((st.F & st.Wv).sum(1) > self.newton_above) | (st.Wv.sum(1) > 4 * self.newton_above))
+                if bool(big.any()):
+                    self._hand_off(st.keep(big))
+                    st = st.keep(~big)
+                    if st.rows.numel() == 0:
+                        return
             conv, failed = self.solve(st)
             if bool(failed.any()):
                 self.failed.append(st.rows[failed])
@@ -258,6 +274,17 @@ class _Exact:
                 st.Cv = st.Cv.clone()
                 st.Cv.scatter_(1, pos, st.Cv.gather(1, pos) & ~Nv)
                 st.grow(D, N, Nv, self.l2, self.dual_above)
+
+    def _hand_off(self, st: _Stage) -> None:
+        """Queue the stage's rows for the Newton half (:mod:`.newton`) with their residuals, the
+        documents they were solving on (working and check set), their supports and bounds."""
+        X = torch.where(st.Wv, st.X.clamp_min(0.0), 0.0)
+        R = st.q.double() - torch.bmm(X.double()[:, None, :], st.DW.double())[:, 0, :]
+        for k in range(st.rows.numel()):
+            W = torch.cat([st.W[k][st.Wv[k]], st.C[k][st.Cv[k]]])
+            held = st.W[k][(X[k] > 0) & st.Wv[k]]
+            self.handoff.append(HandOff(int(st.rows[k]), R[k].numpy(), W.numpy(), held.numpy(), float(st.thr[k]),
+                                        st.Ro[k].double().numpy()))
 
     def _additions(self, viol: torch.Tensor, vals: torch.Tensor, cand: torch.Tensor,
                    X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -380,6 +407,15 @@ class ScreeningOptions:
         Working-set rounds between corpus passes.
     qp_iters : int
         Active-set iterations per round (a round's solve resumes from the free set it reached).
+    newton_above : int or None
+        λ2 > 0 on CPU: a query whose free set outgrows this (default d/2), or whose working set is
+        more than 4 × this wide, is finished by the Newton half (:mod:`retrievers.fista.newton`);
+        0 hands over every query that reaches a working-set solve, and ``newton=False`` keeps
+        them all in the active-set solve.
+    newton, newton_widen, newton_band : bool, float, int
+        Whether the Newton half is used; after a pass at r its working set is the documents with
+        ``D_j·r > λ1 − newton_widen·‖∇f(r)‖``, at most ``newton_band`` (never fewer than twice
+        the actives).
     dual_above : int or None
         Free-set size above which the solve works in d dimensions (default d; also once a working
         set is wider than 4 × ``dual_above``; λ2 > 0 only).
@@ -411,6 +447,11 @@ class ScreeningOptions:
     grow: int = 16
     max_inner: int = 50
     qp_iters: int = 3
+    newton: bool = True
+    newton_above: int | None = None
+    newton_widen: float = 0.3
+    newton_band: int = 1024
+    newton_rough: int = 1
     dual_above: int | None = None
     chunk_size: int = 128
     memory_budget: int = 512 << 20
@@ -478,7 +519,9 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, options: ScreeningOptio
     ex = _Exact(D, Q, l1, l2, tol=opt.tol, gtol=opt.tol if opt.guard_tol is None else opt.guard_tol, corpus=corpus,
                 nrm=row_norm, band=K, grow=opt.grow, max_add=opt.max_add, max_inner=opt.max_inner,
                 memory_budget=opt.memory_budget, core_kw=core_kw, qp_iters=opt.qp_iters, dual_above=opt.dual_above,
-                band_max=opt.band_max)
+                band_max=opt.band_max,
+                newton_above=None if not opt.newton else (opt.newton_above if opt.newton_above is not None
+                                                           else max(1, min(64, D.shape[1] // 2))))
     given = None if cand_idx is None else _given_candidates(cand_idx, cand_bound, B, M, dev)
     with _small_ops(dev):
         # the first pass, chunk by chunk: dense top-P (or the given candidates); then the
@@ -499,6 +542,15 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, options: ScreeningOptio
             if not ex.parked:
                 break
             ex.guard_round(last=rnd == opt.max_rounds)
+        if ex.handoff:
+            pieces, left = newton_rounds(D, Q, ex.handoff, l1, l2, tol=opt.tol,
+                                         gtol=opt.tol if opt.guard_tol is None else opt.guard_tol, nrm=row_norm,
+                                         corpus=corpus, max_rounds=opt.max_rounds, grow=opt.grow, widen=opt.newton_widen,
+                                         band_max=opt.newton_band, rough=opt.newton_rough, stats=ex.newton_stats,
+                                         guards=ex.guards, fired=ex.fired)
+            ex.pieces += pieces
+            if left:
+                ex.failed.append(torch.tensor(left, dtype=torch.long, device=dev))
     fallback = torch.cat(ex.failed) if ex.failed else torch.zeros(0, dtype=torch.long, device=dev)
     if fallback.numel():
         full = solve_full(D, Q[fallback], l1, l2, tol=opt.tol, max_iters=opt.max_iters, check_every=opt.check_every,
@@ -582,7 +634,7 @@ def _stats(sol: Solution, ex: _Exact, corpus: _Corpus, fallback: torch.Tensor, M
         "support_max": int(sizes.max()) if B else 0,
         "corpus_passes": corpus.rows / B if B else 0.0,
         "guard_fired": int(ex.fired.sum()),
-        "certified_by_bound": int(ex.by_bound.sum()),
+        "certified_by_bound": int(ex.by_bound.sum()) + ex.newton_stats.by_bound,
         "rounds_max": int(rounds.max()) if B else 0,
         "rounds_hist": torch.bincount(rounds, minlength=max_rounds + 2).tolist() if B else [],
         "fallback": int(fallback.numel()),
@@ -592,4 +644,13 @@ def _stats(sol: Solution, ex: _Exact, corpus: _Corpus, fallback: torch.Tensor, M
         "iterations_max": int(ex.iters.max()) if B else 0,
         "fista_rows": ex.fista_rows,
         "dspace_solves": ex.dual_solves,
+        "newton_queries": ex.newton_stats.queries,
+        "newton_steps": ex.newton_stats.newton,
+        "newton_factorisations": ex.newton_stats.factorisations,
+        "newton_cg": ex.newton_stats.cg,
+        "newton_rows": ex.newton_stats.rows,
+        "newton_by_bound": ex.newton_stats.by_bound,
+        "newton_by_pass": ex.newton_stats.by_pass,
+        "newton_working_set_mean": (float(np.mean(ex.newton_stats.working_sets))
+                                    if ex.newton_stats.working_sets else 0.0),
     }

@@ -1,0 +1,348 @@
+"""The large-support half of the exact solve for λ2 > 0 on CPU (package docstring, "Exact solve",
+and ``docs/solvers.md``): a semi-smooth Newton method on the problem's dual in d dimensions, with
+working sets taken from whole-corpus passes and a whole-corpus certificate.
+
+For λ2 > 0 the minimiser's coefficients are ``x_j = (D_j·r − λ1)₊ / λ2`` where r = q − Dᵀx is the
+residual at the minimiser, and that residual is the unique minimiser of the 1-strongly convex,
+piecewise quadratic function of r ∈ R^d::
+
+    f(r) = ½‖r − q‖² + Σ_j (D_j·r − λ1)₊² / (2λ2),      ∇f(r) = r − q + D_Sᵀ(D_S r − λ1)/λ2
+
+with S = {j : D_j·r > λ1}. A point r gives the primal point x(r) above, whose residual is
+``r − ∇f(r)``; the KKT residual of x(r) is at most ``max_j‖D_j‖·‖∇f(r)‖`` where every j with
+D_j·r > λ1 is counted in ∇f. So the work is to find r with a small gradient, and the
+certificate is a gradient computed over the whole corpus (one pass) or over a working set W
+plus a bound on every other document.
+
+Per query (a query arrives here from the active-set solve once its free set outgrows
+``newton_above``, with its residual r):
+
+1. A pass at r gives ``v = D r`` for every document, hence the exact gradient. If
+   ``‖∇f(r)‖·max‖D_j‖ ≤ tol/2`` the query is done (certified by that pass).
+2. Otherwise the working set W is the documents with ``v_j > λ1 − δ`` (δ = ``widen``·‖∇f(r)‖,
+   at most ``band_max`` of them, and never fewer than the actives) together with the documents
+   of the current Hessian; every other document has ``v_j ≤ e`` (the largest of them).
+3. f restricted to W is minimised from r by semi-smooth Newton (below) to ‖∇f_W‖ ≤ tol/2.
+4. The bound ``e + max‖D_j‖·‖r' − r‖ ≤ λ1 + ε/2`` (Cauchy–Schwarz from the pass) proves that no
+   document outside W is active at r': the query is certified without another pass, and x(r')
+   over W is the answer. Otherwise step 1 at r' (at most ``max_rounds`` passes, then the
+   full-corpus fallback).
+
+Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hessian is
+``(λ2 I + D_SᵀD_S)/λ2`` and the step ``Δ = −λ2 (λ2 I + D_SᵀD_S)⁻¹ ∇f_W(r)``, then an Armijo
+backtracking line search on f_W (f_W(r + tΔ) is evaluated for any t from ``D_W r`` and
+``D_W Δ``). The d × d matrix ``M = λ2 I + D_SᵀD_S`` is kept in float64 and updated by the rows
+that enter or leave S (rebuilt from S when more rows change than S holds); it is factorised in
+float32 (Cholesky), and while few rows have changed since the last factorisation the Newton system
+is solved by conjugate gradients on M preconditioned by that older factor instead of a new one.
+Products with the documents are float32 (as every pass of the solver); r, M and the gradients
+are float64.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import torch
+
+_F32 = np.float32
+
+
+@dataclass
+class NewtonStats:
+    """What the Newton half did (summed over its queries)."""
+
+    queries: int = 0  # queries handed over
+    newton: int = 0  # Newton steps
+    factorisations: int = 0  # float32 Cholesky factorisations of M
+    cg: int = 0  # conjugate-gradient steps (Newton systems solved with an older factor)
+    rows: int = 0  # document rows added to or removed from M
+    by_pass: int = 0  # queries certified by a pass's whole-corpus gradient
+    by_bound: int = 0  # queries certified by the bound after a working-set solve
+    working_sets: list[int] = field(default_factory=list)
+
+
+class _Hessian:
+    """``M = λ2 I + D_SᵀD_S`` (float64) for a set S of documents, and a Cholesky factor of M as it
+    was at the last factorisation (``stale``: rows changed since); float32 unless λ2 < 0.01 (or a
+    float32 factor fails), where M's condition number can outgrow float32."""
+
+    def __init__(self, d: int, l2: float, stats: NewtonStats):
+        self.l2 = l2
+        self.M = l2 * np.eye(d)
+        self.factor: Any = None
+        self.single = l2 >= 1e-2
+        self.stale = 0
+        self.stats = stats
+
+    def change(self, add: np.ndarray, remove: np.ndarray) -> None:
+        """Rows ``add`` join S and rows ``remove`` leave it (each k × d, float32): one product."""
+        k = len(add) + len(remove)
+        if k == 0:
+            return
+        rows = np.concatenate([add, remove]) if len(add) and len(remove) else (add if len(add) else remove)
+        signed = rows.copy()
+        signed[len(add):] *= -1.0
+        self.M += signed.T @ rows
+        self.stale += k
+        self.stats.rows += k
+
+    def rebuild(self, rows: np.ndarray) -> None:
+        """M for S = ``rows`` from scratch."""
+        self.M = self.l2 * np.eye(self.M.shape[0])
+        if len(rows):
+            self.M += rows.T @ rows
+            self.stats.rows += len(rows)
+        self.stale = self.M.shape[0] + 1  # forces a factorisation
+
+    def _factorise(self) -> None:
+        self.stats.factorisations += 1
+        self.stale = 0
+        if self.single:
+            try:
+                self.factor = sla.cho_factor(self.M.astype(_F32), lower=False, check_finite=False)
+                return
+            except np.linalg.LinAlgError:
+                self.single = False
+        self.factor = sla.cho_factor(self.M, lower=False, check_finite=False)
+
+    def _apply(self, g: np.ndarray) -> np.ndarray:
+        dt = self.factor[0].dtype
+        return sla.cho_solve(self.factor, g.astype(dt), check_finite=False).astype(np.float64)
+
+    def solve(self, g: np.ndarray, cg_above: int = 16, rtol: float = 5e-2) -> np.ndarray:
+        """``M⁻¹ g``, approximately: by the last factor when M has not changed since, by conjugate
+        gradients on M preconditioned by that factor when at most ``cg_above`` rows have changed
+        (to a relative residual ``rtol``; M − M_old has rank at most the rows changed, so CG needs
+        at most that many steps plus one in exact arithmetic), else by a new factorisation. (An
+        inexact Newton direction: the line search and the exact gradient keep the method right.)"""
+        if self.factor is None or self.stale > cg_above:
+            self._factorise()
+            return self._apply(g)
+        z = self._apply(g)
+        if self.stale == 0:
+            return z
+        res = g - self.M @ z
+        p = self._apply(res)
+        zr = float(res @ p)
+        goal = rtol * math.sqrt(float(g @ g))
+        for _ in range(2 * self.stale + 2):
+            if math.sqrt(float(res @ res)) <= goal or zr <= 0:
+                return z
+            Ap = self.M @ p
+            alpha = zr / float(p @ Ap)
+            z += alpha * p
+            res -= alpha * Ap
+            pr = self._apply(res)
+            zr_new = float(res @ pr)
+            p = pr + (zr_new / zr) * p
+            zr = zr_new
+            self.stats.cg += 1
+        self._factorise()
+        return self._apply(g)
+
+
+def _float_floor(w: int, r_norm: float, l2: float) -> float:
+    """About how far a float32 ∇f over w active rows is from the exact one: each ``D_j·r`` is off by
+    ~√d·ε‖r‖, and ∇f sums w of those errors divided by λ2 (√w of them in effect)."""
+    return 4e-7 * math.sqrt(max(w, 1)) * r_norm / l2
+
+
+def minimise_on(DW: np.ndarray, q: np.ndarray, r: np.ndarray, l1: float, l2: float, gtol: float,
+                S: np.ndarray, H: _Hessian, max_steps: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndarray, float,
+                                                                          np.ndarray, bool]:
+    """Semi-smooth Newton on ``f_W`` (module docstring) from ``r`` until ``‖∇f_W‖ ≤ gtol``, or
+    ``max_steps`` steps.
+
+    ``DW`` (w × d, float32) are the working set's rows; ``S`` (w, bool) marks the rows that ``H.M``
+    holds. The products with DW are float32 unless that float error could reach a fifth of
+    ``gtol`` (:func:`_float_floor`), or the gradient stops falling on a fixed active set; then
+    float64. Returns (r, the active mask at r, ``a = D_W r − λ1``, ‖∇f_W(r)‖, the rows ``H.M``
+    holds now, whether ‖∇f_W(r)‖ ≤ gtol)."""
+    Dp = DW
+    if _float_floor(len(DW), math.sqrt(float(r @ r)), l2) > 0.2 * gtol:
+        Dp = DW.astype(np.float64)
+    last, still = math.inf, False
+    for step in range(max_steps + 1):
+        a = (Dp @ r.astype(Dp.dtype)).astype(np.float64) - l1
+        act = a > 0
+        a_act = np.where(act, a, 0.0)
+        g = r - q + (Dp.T @ a_act.astype(Dp.dtype)).astype(np.float64) / l2
+        gn = math.sqrt(float(g @ g))
+        if gn <= gtol or step == max_steps:
+            return r, act, a, gn, S, gn <= gtol
+        if still and gn > 0.5 * last and Dp.dtype == _F32:  # float32's floor: exact products from here
+            Dp = DW.astype(np.float64)
+            continue
+        enter, leave = act & ~S, S & ~act
+        ne, nl = int(enter.sum()), int(leave.sum())
+        still, last = ne + nl == 0, gn
+        if ne + nl > int(act.sum()):
+            H.rebuild(DW[act])
+        else:
+            H.change(DW[enter], DW[leave])
+        S = act
+        try:
+            delta = -l2 * H.solve(g)
+        except np.linalg.LinAlgError:  # M drifted from its rows (float sums): from scratch, float64
+            H.single = False
+            H.rebuild(DW[act])
+            delta = -l2 * H.solve(g)
+        c = (Dp @ delta.astype(Dp.dtype)).astype(np.float64)
+        e = r - q
+        f0 = 0.5 * float(e @ e) + float(a_act @ a_act) / (2 * l2)
+        slope = float(g @ delta)
+        t = 1.0
+        while t > 1e-10:
+            et = e + t * delta
+            at = np.maximum(a + t * c, 0.0)
+            if 0.5 * float(et @ et) + float(at @ at) / (2 * l2) <= f0 + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        r = r + t * delta
+        H.stats.newton += 1
+    raise AssertionError("unreachable")
+
+
+def _sorted_piece(idx: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A support as the solver lists it: value descending, ties by lower document index."""
+    order = np.lexsort((idx, -val))
+    return idx[order], val[order]
+
+
+@dataclass
+class HandOff:
+    """A query handed over by the active-set solve: its residual ``r``, the documents it was
+    solving on (``W``: working and check set), those in its current support (``held``), and the
+    bound ``thr`` on ``D_j·ro`` for every document outside W."""
+
+    row: int
+    r: np.ndarray
+    W: np.ndarray
+    held: np.ndarray
+    thr: float
+    ro: np.ndarray
+
+
+def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: float, l2: float, *, tol: float,
+                  gtol: float, nrm: float, corpus: Any, max_rounds: int, grow: int, widen: float, band_max: int,
+                  rough: int, stats: NewtonStats, guards: torch.Tensor, fired: torch.Tensor) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+                                                                     list[int]]:
+    """Steps 1–4 of the module docstring for the handed-over ``queries``. Returns the finished
+    pieces (query rows, indices, values) and the rows left for the full-corpus fallback."""
+    Dn = D.numpy()
+    n, d = Dn.shape
+    inner = 0.5 * tol / max(nrm, 1e-30)  # ‖∇f‖ goal: its KKT share is tol/2
+    ok = l1 + 0.5 * gtol  # the bound's goal off the candidates
+    Q64 = Q.numpy().astype(np.float64)
+    stats.queries += len(queries)
+    done: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def grown(i: int, C: np.ndarray, e: np.ndarray, r: np.ndarray, S: np.ndarray,
+              H: _Hessian | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Hessian] | None:
+        """f minimised over the candidates C from r (``e = D_C r − λ1``; ``S`` marks the members
+        that H holds): the working set grows from S by the violators among C, largest first, at
+        most max(grow, |S|) a round, until none is left. Returns (r', the members active at r'
+        (positions in C), their ``D_j·r' − λ1``, the members H holds, H), or None when a solve
+        does not converge."""
+        DC = Dn[C]
+        if H is None:
+            H = _Hessian(d, l2, stats)
+            H.rebuild(DC[S])
+        inW = S.copy()
+        first, conv = True, False
+        while True:
+            if not first:
+                e = (DC @ r.astype(_F32)).astype(np.float64) - l1
+            viol = np.flatnonzero((e > 0) & ~inW)
+            if len(viol) == 0 and conv:
+                return r, wi[act], a[act], S, H
+            k = max(grow, int(S.sum()))
+            if len(viol) > k:
+                viol = viol[np.argpartition(-e[viol], k - 1)[:k]]
+            inW[viol] = True
+            wi = np.flatnonzero(inW)
+            stats.working_sets.append(len(wi))
+            # while violators are being added a round takes a few steps; the last one converges
+            r, act, a, _, Sw, conv = minimise_on(DC[wi], Q64[i], r, l1, l2, inner, S[wi], H,
+                                                 max_steps=rough if len(viol) else 60)
+            if not conv and not len(viol):
+                return None
+            S = np.zeros(len(C), dtype=bool)
+            S[wi[Sw]] = True
+            first = False
+
+    pend: list[tuple[int, np.ndarray, np.ndarray, _Hessian]] = []
+    for h in queries:  # first on the documents each query was solving on, certified by its own bound
+        C = np.union1d(h.W, h.held)
+        out = grown(h.row, C, (Dn[C] @ h.r.astype(_F32)).astype(np.float64) - l1, h.r,
+                    np.isin(C, h.held, assume_unique=True), None)
+        if out is None:
+            continue  # left for the fallback
+        r, act, a, S, H = out
+        moved = h.ro - r
+        if h.thr + nrm * math.sqrt(float(moved @ moved)) <= ok:
+            stats.by_bound += 1
+            done.append((h.row, C[act], a / l2))
+        else:
+            pend.append((h.row, r, C[S], H))
+    # then passes: the exact gradient over the corpus certifies; else the candidates are the
+    # documents within widen·‖∇f‖ of λ1 (and those H holds), and the pass's bound may certify
+    for _ in range(max_rounds):
+        if not pend:
+            break
+        nxt: list[tuple[int, np.ndarray, np.ndarray, _Hessian]] = []
+        for s in range(0, len(pend), corpus.chunk):
+            part = pend[s:s + corpus.chunk]
+            V = corpus.product(torch.from_numpy(np.stack([p[1] for p in part]).astype(_F32))).numpy()
+            first = [p[0] for p in part if int(guards[p[0]]) == 0]
+            guards[[p[0] for p in part]] += 1
+            for k, (i, r, held, H) in enumerate(part):
+                v = V[k]
+                act = np.flatnonzero(v > l1)
+                Da = Dn[act]
+                if _float_floor(len(act), math.sqrt(float(r @ r)), l2) > 0.2 * inner:  # exact products
+                    Da = Da.astype(np.float64)
+                    a_act = Da @ r - l1
+                    on = a_act > 0
+                    act, Da, a_act = act[on], Da[on], a_act[on]
+                    g = r - Q64[i] + Da.T @ a_act / l2
+                else:
+                    a_act = v[act].astype(np.float64) - l1
+                    g = r - Q64[i] + (Da.T @ a_act.astype(_F32)).astype(np.float64) / l2
+                gn = math.sqrt(float(g @ g))
+                if i in first and (len(act) > len(held) or not np.isin(act, held).all()):
+                    fired[i] = True  # the query's first pass found documents outside its support
+                if gn <= inner:
+                    stats.by_pass += 1
+                    done.append((i, act, a_act / l2))
+                    continue
+                band = np.flatnonzero(v > l1 - widen * gn)
+                if len(band) > len(act) + band_max:
+                    band = band[np.argpartition(-v[band], len(act) + band_max - 1)[:len(act) + band_max]]
+                C = np.union1d(band, held)
+                out = grown(i, C, v[C].astype(np.float64) - l1, r, np.isin(C, held, assume_unique=True), H)
+                if out is None:
+                    continue
+                r2, actC, a, S, H = out
+                off = v.copy()
+                off[C] = -np.inf
+                edge = float(off.max()) if len(C) < n else -math.inf
+                moved = r2 - r
+                if edge + nrm * math.sqrt(float(moved @ moved)) <= ok:
+                    stats.by_bound += 1
+                    done.append((i, C[actC], a / l2))
+                else:
+                    nxt.append((i, r2, C[S], H))
+        pend = nxt
+    finished = {t[0] for t in done}
+    failed = sorted({h.row for h in queries} - finished)
+    pieces = []
+    for i, idx, val in done:
+        idx, val = _sorted_piece(idx, val)
+        pieces.append((torch.tensor([i]), torch.from_numpy(idx)[None, :], torch.from_numpy(val.astype(_F32))[None, :]))
+    return pieces, failed
