@@ -61,6 +61,10 @@ answer carries a certificate over the whole corpus:
    new C, its last value the new thr, ``r_o = r``, and steps 2–4 repeat. After ``max_rounds``
    guard passes a query is solved by full-corpus FISTA.
 
+For λ2 > 0 on CPU a query whose free set outgrows ``newton_above`` is finished instead by a
+semi-smooth Newton method in d dimensions (:mod:`retrievers.fista.newton`), with its own
+working sets, passes and certificate (the same KKT tolerance over the whole corpus).
+
 The answer is the full-corpus minimiser to the tolerance whatever M, P or K are; they only move
 cost between the passes, the checks and the solves. Small supports cost two passes (dense,
 guard), or one when the bound certifies; a support the pool does not cover costs one or two
@@ -124,6 +128,8 @@ Layout
 * :mod:`retrievers.fista.passes` — the corpus-sized products (dense top-P, guard pass).
 * :mod:`retrievers.fista.screening` — working sets, check sets, certificate:
   :class:`ScreeningOptions`, :func:`screened_solve`.
+* :mod:`retrievers.fista.newton` — the large-support half for λ2 > 0 on CPU: semi-smooth Newton
+  on the dual in d dimensions, :func:`~retrievers.fista.newton.newton_rounds`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The large-support half of the exact solve for λ2 > 0 on CPU (package docstring, "Exact solve",
-and ``docs/solvers.md``): a semi-smooth Newton method on the problem's dual in d dimensions, with
-working sets taken from whole-corpus passes and a whole-corpus certificate.
+"""The large-support half of the exact solve for λ2 > 0 on CPU (package docstring, "Exact solve";
+``docs/methods/nnn.md``): a semi-smooth Newton method on the problem's dual in d dimensions, with
+working sets grown from violators and a whole-corpus certificate.
 
 For λ2 > 0 the minimiser's coefficients are ``x_j = (D_j·r − λ1)₊ / λ2`` where r = q − Dᵀx is the
 residual at the minimiser, and that residual is the unique minimiser of the 1-strongly convex,
@@ -9,34 +9,38 @@ piecewise quadratic function of r ∈ R^d::
     f(r) = ½‖r − q‖² + Σ_j (D_j·r − λ1)₊² / (2λ2),      ∇f(r) = r − q + D_Sᵀ(D_S r − λ1)/λ2
 
 with S = {j : D_j·r > λ1}. A point r gives the primal point x(r) above, whose residual is
-``r − ∇f(r)``; the KKT residual of x(r) is at most ``max_j‖D_j‖·‖∇f(r)‖`` where every j with
-D_j·r > λ1 is counted in ∇f. So the work is to find r with a small gradient, and the
-certificate is a gradient computed over the whole corpus (one pass) or over a working set W
-plus a bound on every other document.
+``r − ∇f(r)``, so the KKT residual of x(r) is at most ``max_j‖D_j‖·‖∇f(r)‖`` when every j with
+D_j·r > λ1 is counted in ∇f. The work is to find r with a small gradient; the certificate is
+that gradient computed over the whole corpus (one pass), or over a candidate set C plus a bound
+showing that no document outside C is active.
 
-Per query (a query arrives here from the active-set solve once its free set outgrows
-``newton_above``, with its residual r):
+A query arrives from the active-set solve (:mod:`.screening`) once its free set outgrows
+``newton_above``, with its residual r, its support, the documents it was solving on (working and
+check set: the first C) and the bound ``D_j·r_o ≤ thr`` on every other document. Then:
 
-1. A pass at r gives ``v = D r`` for every document, hence the exact gradient. If
-   ``‖∇f(r)‖·max‖D_j‖ ≤ tol/2`` the query is done (certified by that pass).
-2. Otherwise the working set W is the documents with ``v_j > λ1 − δ`` (δ = ``widen``·‖∇f(r)‖,
-   at most ``band_max`` of them, and never fewer than the actives) together with the documents
-   of the current Hessian; every other document has ``v_j ≤ e`` (the largest of them).
-3. f restricted to W is minimised from r by semi-smooth Newton (below) to ‖∇f_W‖ ≤ tol/2.
-4. The bound ``e + max‖D_j‖·‖r' − r‖ ≤ λ1 + ε/2`` (Cauchy–Schwarz from the pass) proves that no
-   document outside W is active at r': the query is certified without another pass, and x(r')
-   over W is the answer. Otherwise step 1 at r' (at most ``max_rounds`` passes, then the
-   full-corpus fallback).
+1. **Grow on C.** The working set W starts as the support; the violators among C (members with
+   ``D_j·r > λ1`` outside W) join it, largest first, at most max(``grow``, |S|) a round, and f
+   restricted to W is minimised from the current r — ``rough`` Newton steps while violators are
+   still joining, to ``‖∇f_W‖ ≤ tol/2`` once none is left (the members of C are evaluated again
+   after each round).
+2. **Bound.** ``thr + max‖D_j‖·‖r − r_o‖ ≤ λ1 + ε/2`` (Cauchy–Schwarz) proves that no document
+   outside C is active at r: the query is done, x(r) over W is the answer.
+3. **Pass.** Otherwise a pass at r gives ``v = D r`` for every document and so the exact gradient
+   (float64 products for the active documents where float32's error could matter). If
+   ``‖∇f(r)‖ ≤ tol/2`` the query is done. Else the next C is the documents with
+   ``v_j > λ1 − widen·‖∇f(r)‖`` (the actives and at most ``band_max`` more) and the support,
+   the bound is the largest v outside C at r_o = r, and steps 1–3 repeat (at most
+   ``max_rounds`` passes, then the full-corpus fallback of :mod:`.screening`).
 
 Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hessian is
-``(λ2 I + D_SᵀD_S)/λ2`` and the step ``Δ = −λ2 (λ2 I + D_SᵀD_S)⁻¹ ∇f_W(r)``, then an Armijo
-backtracking line search on f_W (f_W(r + tΔ) is evaluated for any t from ``D_W r`` and
-``D_W Δ``). The d × d matrix ``M = λ2 I + D_SᵀD_S`` is kept in float64 and updated by the rows
-that enter or leave S (rebuilt from S when more rows change than S holds); it is factorised in
-float32 (Cholesky), and while few rows have changed since the last factorisation the Newton system
-is solved by conjugate gradients on M preconditioned by that older factor instead of a new one.
-Products with the documents are float32 (as every pass of the solver); r, M and the gradients
-are float64.
+``(λ2 I + D_SᵀD_S)/λ2``, the step ``Δ = −λ2 (λ2 I + D_SᵀD_S)⁻¹ ∇f_W(r)``, then Armijo
+backtracking on f_W (f_W(r + tΔ) for any t from ``D_W r`` and ``D_W Δ``). The d × d matrix
+``M = λ2 I + D_SᵀD_S`` (float64) is updated by the rows that enter or leave S (rebuilt when more
+change than S holds) and factorised in float32 (float64 when λ2 < 0.01); while at most 16 rows
+have changed since the last factorisation the Newton system is solved by conjugate gradients on M
+preconditioned by the old factor. Products with the documents are float32 unless their error
+could reach a fifth of the tolerance (:func:`_float_floor`), or the gradient stops falling on a
+fixed active set; then float64.
 """
 
 from __future__ import annotations

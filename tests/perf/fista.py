@@ -189,7 +189,10 @@ class Bench:
                   f" queries, {st['certified_by_bound']} certified from a pass's band without another pass;"
                   f" guard passes per query {st['rounds_hist'][:-1]}, fallbacks {st['fallback']};"
                   f" working-set solves mean {st['solves_mean']:.1f}, active-set iterations mean"
-                  f" {st['iterations_mean']:.1f}; certificate: full-corpus KKT residual max {pt.kkt_max:.1e}"
+                  f" {st['iterations_mean']:.1f}; Newton half: {st.get('newton_queries', 0)} queries,"
+                  f" {st.get('newton_steps', 0) / max(st.get('newton_queries', 0), 1):.1f} steps and"
+                  f" {st.get('newton_factorisations', 0) / max(st.get('newton_queries', 0), 1):.1f} factorisations"
+                  f" a query; certificate: full-corpus KKT residual max {pt.kkt_max:.1e}"
                   f" (tol {pt.tol:g}) -> {'CERTIFIED' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}", flush=True)
 
     def sweep(self, l1s: list[float], l2s: list[float]) -> None:
