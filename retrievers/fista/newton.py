@@ -246,44 +246,49 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
     stats.queries += len(queries)
     done: list[tuple[int, np.ndarray, np.ndarray]] = []
 
-    def grown(i: int, C: np.ndarray, e: np.ndarray, r: np.ndarray, S: np.ndarray,
+    def grown(i: int, DC: np.ndarray, e: np.ndarray, r: np.ndarray, S: np.ndarray,
               H: _Hessian | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Hessian] | None:
-        """f minimised over the candidates C from r (``e = D_C r − λ1``; ``S`` marks the members
-        that H holds): the working set grows from S by the violators among C, largest first, at
-        most max(grow, |S|) a round, until none is left. Returns (r', the members active at r'
-        (positions in C), their ``D_j·r' − λ1``, the members H holds, H), or None when a solve
-        does not converge."""
-        DC = Dn[C]
+        """f minimised over the candidates (their rows ``DC``; ``e = DC r − λ1``; ``S`` marks the
+        members that H holds) from r: the working set grows from S by the violators among them,
+        largest first, at most max(grow, |S|) a round, until none is left. Returns (r', the
+        members active at r' (positions in DC), their ``D_j·r' − λ1``, the members H holds, H), or
+        None when a solve does not converge."""
         if H is None:
             H = _Hessian(d, l2, stats)
             H.rebuild(DC[S])
         inW = S.copy()
+        # the working set's rows as a growing block (members in the order they joined)
+        order = np.flatnonzero(S)
+        block = np.empty_like(DC)
+        block[:len(order)] = DC[order]
         first, conv = True, False
         while True:
             if not first:
                 e = (DC @ r.astype(_F32)).astype(np.float64) - l1
             viol = np.flatnonzero((e > 0) & ~inW)
             if len(viol) == 0 and conv:
-                return r, wi[act], a[act], S, H
+                return r, order[act], a[act], S, H
             k = max(grow, int(S.sum()))
             if len(viol) > k:
                 viol = viol[np.argpartition(-e[viol], k - 1)[:k]]
             inW[viol] = True
-            wi = np.flatnonzero(inW)
-            stats.working_sets.append(len(wi))
+            block[len(order):len(order) + len(viol)] = DC[viol]
+            order = np.concatenate([order, viol])
+            stats.working_sets.append(len(order))
             # while violators are being added a round takes a few steps; the last one converges
-            r, act, a, _, Sw, conv = minimise_on(DC[wi], Q64[i], r, l1, l2, inner, S[wi], H,
+            r, act, a, _, Sw, conv = minimise_on(block[:len(order)], Q64[i], r, l1, l2, inner, S[order], H,
                                                  max_steps=rough if len(viol) else 60)
             if not conv and not len(viol):
                 return None
-            S = np.zeros(len(C), dtype=bool)
-            S[wi[Sw]] = True
+            S = np.zeros(len(DC), dtype=bool)
+            S[order[Sw]] = True
             first = False
 
     pend: list[tuple[int, np.ndarray, np.ndarray, _Hessian]] = []
     for h in queries:  # first on the documents each query was solving on, certified by its own bound
         C = np.union1d(h.W, h.held)
-        out = grown(h.row, C, (Dn[C] @ h.r.astype(_F32)).astype(np.float64) - l1, h.r,
+        DC = Dn[C]
+        out = grown(h.row, DC, (DC @ h.r.astype(_F32)).astype(np.float64) - l1, h.r,
                     np.isin(C, h.held, assume_unique=True), None)
         if out is None:
             continue  # left for the fallback
@@ -308,28 +313,33 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
             for k, (i, r, held, H) in enumerate(part):
                 v = V[k]
                 act = np.flatnonzero(v > l1)
-                Da = Dn[act]
+                Da = Dn[act]  # the first rows of the candidates' (gathered once)
                 if _float_floor(len(act), math.sqrt(float(r @ r)), l2) > 0.2 * inner:  # exact products
-                    Da = Da.astype(np.float64)
-                    a_act = Da @ r - l1
+                    a_act = Da.astype(np.float64) @ r - l1
                     on = a_act > 0
-                    act, Da, a_act = act[on], Da[on], a_act[on]
-                    g = r - Q64[i] + Da.T @ a_act / l2
+                    g = r - Q64[i] + Da[on].astype(np.float64).T @ a_act[on] / l2
+                    fin, fin_a = act[on], a_act[on]
                 else:
                     a_act = v[act].astype(np.float64) - l1
                     g = r - Q64[i] + (Da.T @ a_act.astype(_F32)).astype(np.float64) / l2
+                    fin, fin_a = act, a_act
                 gn = math.sqrt(float(g @ g))
-                if i in first and (len(act) > len(held) or not np.isin(act, held).all()):
+                if i in first and not np.isin(act, held).all():
                     fired[i] = True  # the query's first pass found documents outside its support
                 if gn <= inner:
                     stats.by_pass += 1
-                    done.append((i, act, a_act / l2))
+                    done.append((i, fin, fin_a / l2))
                     continue
-                band = np.flatnonzero(v > l1 - widen * gn)
-                if len(band) > len(act) + band_max:
-                    band = band[np.argpartition(-v[band], len(act) + band_max - 1)[:len(act) + band_max]]
-                C = np.union1d(band, held)
-                out = grown(i, C, v[C].astype(np.float64) - l1, r, np.isin(C, held, assume_unique=True), H)
+                # candidates: the actives, then the documents within widen·‖∇f‖ below λ1 (at most
+                # band_max), then the rest of the support
+                extra = np.flatnonzero((v > l1 - widen * gn) & (v <= l1))
+                if len(extra) > band_max:
+                    extra = extra[np.argpartition(-v[extra], band_max - 1)[:band_max]]
+                seen = np.concatenate([act, extra])
+                rest = held[~np.isin(held, seen)]
+                C = np.concatenate([seen, rest])
+                DC = np.concatenate([Da, Dn[extra], Dn[rest]])
+                out = grown(i, DC, v[C].astype(np.float64) - l1, r, np.isin(C, held), H)
                 if out is None:
                     continue
                 r2, actC, a, S, H = out
