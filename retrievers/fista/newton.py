@@ -53,6 +53,8 @@ import numpy as np
 import scipy.linalg as sla
 import torch
 
+from .problem import _sparsify
+
 _F32 = np.float32
 
 
@@ -212,12 +214,6 @@ def minimise_on(DW: np.ndarray, q: np.ndarray, r: np.ndarray, l1: float, l2: flo
     raise AssertionError("unreachable")
 
 
-def _sorted_piece(idx: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A support as the solver lists it: value descending, ties by lower document index."""
-    order = np.lexsort((idx, -val))
-    return idx[order], val[order]
-
-
 @dataclass
 class HandOff:
     """A query handed over by the active-set solve: its residual ``r``, the documents it was
@@ -308,7 +304,7 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
         for s in range(0, len(pend), corpus.chunk):
             part = pend[s:s + corpus.chunk]
             V = corpus.product(torch.from_numpy(np.stack([p[1] for p in part]).astype(_F32))).numpy()
-            first = [p[0] for p in part if int(guards[p[0]]) == 0]
+            first = {p[0] for p in part if int(guards[p[0]]) == 0}
             guards[[p[0] for p in part]] += 1
             for k, (i, r, held, H) in enumerate(part):
                 v = V[k]
@@ -353,10 +349,13 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
                 else:
                     nxt.append((i, r2, C[S], H))
         pend = nxt
-    finished = {t[0] for t in done}
-    failed = sorted({h.row for h in queries} - finished)
-    pieces = []
-    for i, idx, val in done:
-        idx, val = _sorted_piece(idx, val)
-        pieces.append((torch.tensor([i]), torch.from_numpy(idx)[None, :], torch.from_numpy(val.astype(_F32))[None, :]))
-    return pieces, failed
+    failed = sorted({h.row for h in queries} - {t[0] for t in done})
+    if not done:
+        return [], failed
+    # one piece: the supports side by side (padding: value 0), listed as the solver lists them
+    K = max(len(t[1]) for t in done)
+    cols = np.zeros((len(done), K), dtype=np.int64)
+    vals = np.zeros((len(done), K), dtype=_F32)
+    for k, (_, idx, val) in enumerate(done):
+        cols[k, :len(idx)], vals[k, :len(val)] = idx, val
+    return [(torch.tensor([t[0] for t in done]), *_sparsify(torch.from_numpy(vals), torch.from_numpy(cols)))], failed

@@ -408,14 +408,14 @@ class ScreeningOptions:
     qp_iters : int
         Active-set iterations per round (a round's solve resumes from the free set it reached).
     newton_above : int or None
-        λ2 > 0 on CPU: a query whose free set outgrows this (default d/2), or whose working set is
-        more than 4 × this wide, is finished by the Newton half (:mod:`retrievers.fista.newton`);
-        0 hands over every query that reaches a working-set solve, and ``newton=False`` keeps
-        them all in the active-set solve.
-    newton, newton_widen, newton_band : bool, float, int
-        Whether the Newton half is used; after a pass at r its working set is the documents with
-        ``D_j·r > λ1 − newton_widen·‖∇f(r)‖``, at most ``newton_band`` (never fewer than twice
-        the actives).
+        λ2 > 0 on CPU: a query whose free set outgrows this (default 64, or d/2 when smaller), or
+        whose working set is more than 4 × this wide, is finished by the Newton half
+        (:mod:`retrievers.fista.newton`); 0 hands over every query that reaches a working-set
+        solve, and ``newton=False`` keeps them all in the active-set solve.
+    newton, newton_widen, newton_band, newton_rough : bool, float, int, int
+        Whether the Newton half is used; after one of its passes at r its candidates are the
+        active documents, at most ``newton_band`` more with ``D_j·r > λ1 − newton_widen·‖∇f(r)‖``,
+        and its support; Newton steps per round while violators still join its working set.
     dual_above : int or None
         Free-set size above which the solve works in d dimensions (default d; also once a working
         set is wider than 4 × ``dual_above``; λ2 > 0 only).
