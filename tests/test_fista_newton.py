@@ -46,7 +46,7 @@ def test_minimiser_on_a_working_set_is_the_primal_minimiser(l1: float, l2: float
         assert stats.newton >= 1 and stats.factorisations >= 1
         # H holds exactly the rows marked: M = λ2 I + D_Sᵀ D_S
         Dh = D[held].astype(np.float64)
-        np.testing.assert_allclose(H.M, l2 * np.eye(D.shape[1]) + Dh.T @ Dh, atol=1e-4)
+        np.testing.assert_allclose(H.full, l2 * np.eye(D.shape[1]) + Dh.T @ Dh, atol=1e-4)
 
 
 def test_newton_systems_by_conjugate_gradients_equal_a_direct_solve() -> None:
@@ -59,16 +59,16 @@ def test_newton_systems_by_conjugate_gradients_equal_a_direct_solve() -> None:
     H = _Hessian(d, l2, stats)
     H.rebuild(rows[:50])
     g = rng.standard_normal(d)
-    np.testing.assert_allclose(H.solve(g), np.linalg.solve(H.M, g), rtol=1e-4)
+    np.testing.assert_allclose(H.solve(g), np.linalg.solve(H.full, g), rtol=1e-4)
     assert stats.factorisations == 1
     H.change(rows[50:53], rows[:2])  # five rows: conjugate gradients on the old factor
     z = H.solve(g, rtol=1e-8)
     assert stats.factorisations == 1 and stats.cg >= 1
-    want = np.linalg.solve(H.M, g)
-    assert np.linalg.norm(H.M @ z - g) <= 1e-6 * np.linalg.norm(g)
+    want = np.linalg.solve(H.full, g)
+    assert np.linalg.norm(H.full @ z - g) <= 1e-6 * np.linalg.norm(g)
     np.testing.assert_allclose(z, want, rtol=1e-4, atol=1e-6)
     H.change(rows[53:80], np.zeros((0, d), np.float32))  # 27 more: a new factorisation
-    np.testing.assert_allclose(H.solve(g), np.linalg.solve(H.M, g), rtol=1e-4)
+    np.testing.assert_allclose(H.solve(g), np.linalg.solve(H.full, g), rtol=1e-4)
     assert stats.factorisations == 2
 
 
@@ -124,3 +124,47 @@ def test_lasso_and_large_supports_stay_in_the_active_set_solve() -> None:
     D, Q = clustered(1500, 16, 6, 4, per=30)
     assert screened_solve(D, Q, 0.01, 0.0, tol=1e-6).stats["newton_queries"] == 0
     assert screened_solve(D, Q, 0.01, 0.1, tol=1e-6, newton_above=10**6).stats["newton_queries"] == 0
+
+
+@pytest.mark.parametrize("l1,l2", [(0.01, 0.1), (0.03, 1.0)])
+def test_queries_handed_over_by_a_guard_pass_equal_the_full_corpus_minimiser(l1: float, l2: float) -> None:
+    """Working sets of four, so every first solve stays below newton_above = 8 and is certified
+    only by a guard pass; the pass finds more violators than newton_above and hands each query
+    over with its band (the violators, value descending, and the band's last value as the bound
+    on every other document). The answers equal full-corpus FISTA's and pass the certificate."""
+    D, Q = clustered(1500, 16, 6, 4, per=30)
+    tol = 1e-6
+    sol = screened_solve(D, Q, l1, l2, tol=tol, candidates=4, pool=4, newton_above=8)
+    st = sol.stats
+    assert st["newton_from_guard"] == st["newton_queries"] == 6 and st["fallback"] == 0
+    assert st["support_max"] > 16
+    assert float(kkt_residual(D, Q, sol.to_dense(), l1, l2).max()) < 2 * tol
+    assert_same_solution(sol, solve_full(D, Q, l1, l2, tol=tol), atol=2e-4)
+
+
+def test_the_guard_band_holds_every_violator_and_k_more() -> None:
+    """_Corpus.guard against a direct computation: per row the largest value outside W, and for
+    rows above thr the top v + K values outside W (v: its violators; at most K_max), value
+    descending, with the band's last value; rows below thr get no band."""
+    from retrievers.fista.passes import _Corpus
+
+    D, Q = clustered(3000, 16, 5, 1, per=40)
+    R = Q.clone()
+    R[4] *= 0.01  # a row with no violator
+    W = torch.arange(5)[:, None] * 7 + torch.arange(3)[None, :]
+    V = (R @ D.T).numpy()
+    for K, K_max, thr in ((10, 64, 0.3), (10, 5000, 0.3), (50, 100, 0.1)):
+        mx, vals, idx, last = _Corpus(D, 5, "numpy").guard(R, W, thr, K, K_max)
+        for b in range(5):
+            v = V[b].copy()
+            v[W[b].numpy()] = -np.inf
+            assert float(mx[b]) == pytest.approx(v.max(), abs=1e-6)
+            if v.max() <= thr:
+                assert not bool(torch.isfinite(vals[b]).any())
+                continue
+            width = min(int((v > thr).sum()) + K, K_max, len(v))
+            want = np.sort(v)[::-1][:width]
+            got = vals[b][torch.isfinite(vals[b])].numpy()
+            np.testing.assert_allclose(got, want, atol=1e-6)
+            np.testing.assert_allclose(v[idx[b][:width].numpy()], want, atol=1e-6)
+            assert float(last[b]) == pytest.approx(want[-1], abs=1e-6)

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg.blas import dsymv as _symv, ssyrk as _syrk
 import torch
 
 from .problem import _sparsify
@@ -63,54 +64,66 @@ class NewtonStats:
     """What the Newton half did (summed over its queries)."""
 
     queries: int = 0  # queries handed over
+    from_guard: int = 0  # of them, handed over by a guard pass with its band
     newton: int = 0  # Newton steps
     factorisations: int = 0  # float32 Cholesky factorisations of M
     cg: int = 0  # conjugate-gradient steps (Newton systems solved with an older factor)
     rows: int = 0  # document rows added to or removed from M
     by_pass: int = 0  # queries certified by a pass's whole-corpus gradient
     by_bound: int = 0  # queries certified by the bound after a working-set solve
+    evaluated: int = 0  # candidate rows evaluated (D_j·r) while working sets grow
     working_sets: list[int] = field(default_factory=list)
 
 
 class _Hessian:
-    """``M = λ2 I + D_SᵀD_S`` (float64) for a set S of documents, and a Cholesky factor of M as it
-    was at the last factorisation (``stale``: rows changed since); float32 unless λ2 < 0.01 (or a
-    float32 factor fails), where M's condition number can outgrow float32."""
+    """``M = λ2 I + D_SᵀD_S`` (float64, its upper triangle only: the row updates are symmetric
+    rank-k updates, half a product's work) for a set S of documents, and a Cholesky factor of M as
+    it was at the last factorisation (``stale``: rows changed since); float32 unless λ2 < 0.01 (or
+    a float32 factor fails), where M's condition number can outgrow float32."""
 
     def __init__(self, d: int, l2: float, stats: NewtonStats):
         self.l2 = l2
-        self.M = l2 * np.eye(d)
+        self.M = np.asfortranarray(l2 * np.eye(d))
         self.factor: Any = None
         self.single = l2 >= 1e-2
         self.stale = 0
         self.stats = stats
 
+    @property
+    def full(self) -> np.ndarray:
+        """M with both triangles."""
+        return np.triu(self.M) + np.triu(self.M, 1).T
+
     def change(self, add: np.ndarray, remove: np.ndarray) -> None:
-        """Rows ``add`` join S and rows ``remove`` leave it (each k × d, float32): one product."""
+        """Rows ``add`` join S and rows ``remove`` leave it (each k × d, float32)."""
         k = len(add) + len(remove)
         if k == 0:
             return
-        rows = np.concatenate([add, remove]) if len(add) and len(remove) else (add if len(add) else remove)
-        signed = rows.copy()
-        signed[len(add):] *= -1.0
-        self.M += signed.T @ rows
+        if len(add):
+            self.M += _syrk(1.0, add.T, trans=0)
+        if len(remove):
+            self.M -= _syrk(1.0, remove.T, trans=0)
         self.stale += k
         self.stats.rows += k
 
     def rebuild(self, rows: np.ndarray) -> None:
         """M for S = ``rows`` from scratch."""
-        self.M = self.l2 * np.eye(self.M.shape[0])
+        self.M = np.asfortranarray(self.l2 * np.eye(self.M.shape[0]))
         if len(rows):
-            self.M += rows.T @ rows
+            self.M += _syrk(1.0, rows.T, trans=0)
             self.stats.rows += len(rows)
         self.stale = self.M.shape[0] + 1  # forces a factorisation
+
+    def times(self, z: np.ndarray) -> np.ndarray:
+        """M z."""
+        return _symv(1.0, self.M, z)
 
     def _factorise(self) -> None:
         self.stats.factorisations += 1
         self.stale = 0
         if self.single:
             try:
-                self.factor = sla.cho_factor(self.M.astype(_F32), lower=False, check_finite=False)
+                self.factor = sla.cho_factor(self.M.astype(_F32), lower=False, check_finite=False, overwrite_a=True)
                 return
             except np.linalg.LinAlgError:
                 self.single = False
@@ -132,14 +145,14 @@ class _Hessian:
         z = self._apply(g)
         if self.stale == 0:
             return z
-        res = g - self.M @ z
+        res = g - self.times(z)
         p = self._apply(res)
         zr = float(res @ p)
         goal = rtol * math.sqrt(float(g @ g))
         for _ in range(2 * self.stale + 2):
             if math.sqrt(float(res @ res)) <= goal or zr <= 0:
                 return z
-            Ap = self.M @ p
+            Ap = self.times(p)
             alpha = zr / float(p @ Ap)
             z += alpha * p
             res -= alpha * Ap
@@ -217,8 +230,9 @@ def minimise_on(DW: np.ndarray, q: np.ndarray, r: np.ndarray, l1: float, l2: flo
 @dataclass
 class HandOff:
     """A query handed over by the active-set solve: its residual ``r``, the documents it was
-    solving on (``W``: working and check set), those in its current support (``held``), and the
-    bound ``thr`` on ``D_j·ro`` for every document outside W."""
+    solving on (``W``), those in its current support (``held``), the bound ``thr`` on ``D_j·ro``
+    for every document outside W and ``band``, and documents whose values ``e = D_j·r − λ1`` are
+    known already (``band``: from the guard pass at r, value descending)."""
 
     row: int
     r: np.ndarray
@@ -226,6 +240,43 @@ class HandOff:
     held: np.ndarray
     thr: float
     ro: np.ndarray
+    band: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    e: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+class _Rows:
+    """Document rows gathered into buffers that are reused from query to query (a fresh
+    multi-megabyte array is page-faulted in on every use, which on CPU costs as much as the
+    products with it: :class:`.passes._Corpus`)."""
+
+    def __init__(self, Dn: np.ndarray):
+        self.Dn = Dn
+        self.bufs: dict[tuple[str, Any], np.ndarray] = {}
+
+    def space(self, name: str, rows: int, keep: int = 0, dtype: Any = _F32) -> np.ndarray:
+        """At least ``rows`` rows of buffer ``name`` (its first ``keep`` rows kept when it grows)."""
+        buf = self.bufs.get((name, dtype))
+        if buf is None or len(buf) < rows:
+            new = np.empty((max(rows, 2 * len(buf) if buf is not None else rows), self.Dn.shape[1]), dtype)
+            if buf is not None and keep:
+                new[:keep] = buf[:keep]
+            self.bufs[(name, dtype)] = buf = new
+        return buf
+
+    def take(self, name: str, idx: np.ndarray, start: int = 0) -> np.ndarray:
+        """The corpus rows ``idx`` written after the first ``start`` rows of buffer ``name``;
+        returns its first ``start + len(idx)`` rows."""
+        end = start + len(idx)
+        buf = self.space(name, end, keep=start)
+        np.take(self.Dn, idx, axis=0, out=buf[start:end], mode="clip")
+        return buf[:end]
+
+
+# members of the candidates below λ1 by more than this share of nrm·‖r − r_full‖ (r_full: where
+# all of them were last evaluated) are not evaluated again while the working set grows; a full
+# evaluation ends the growth, so this only moves work, never the answer
+_REACH = 0.1
+_LOOK = 8
 
 
 def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: float, l2: float, *, tol: float,
@@ -240,13 +291,29 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
     ok = l1 + 0.5 * gtol  # the bound's goal off the candidates
     Q64 = Q.numpy().astype(np.float64)
     stats.queries += len(queries)
+    stats.from_guard += sum(1 for h in queries if len(h.band))
     done: list[tuple[int, np.ndarray, np.ndarray]] = []
+    ws = _Rows(Dn)
+    mark = np.zeros(n, dtype=bool)
+
+    def member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Which entries of ``a`` are in ``b`` (document indices)."""
+        mark[b] = True
+        out = mark[a]
+        mark[b] = False
+        return out
+
+    def evaluate(DC: np.ndarray, r: np.ndarray) -> np.ndarray:
+        stats.evaluated += len(DC)
+        return (DC @ r.astype(_F32)).astype(np.float64) - l1
 
     def grown(i: int, DC: np.ndarray, e: np.ndarray, r: np.ndarray, S: np.ndarray,
               H: _Hessian | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Hessian] | None:
-        """f minimised over the candidates (their rows ``DC``; ``e = DC r − λ1``; ``S`` marks the
-        members that H holds) from r: the working set grows from S by the violators among them,
-        largest first, at most max(grow, |S|) a round, until none is left. Returns (r', the
+        """f minimised over the candidates (their rows ``DC``, by and large value first; ``e = DC r
+        − λ1``; ``S`` marks the members that H holds) from r: the working set grows from S by the
+        violators among them, largest first, at most max(grow, |S|) a round, until none is left.
+        While it grows, only the members that could have come within ``_REACH``·nrm·‖r − r_full‖
+        of λ1 are evaluated again; it ends on an evaluation of all of them. Returns (r', the
         members active at r' (positions in DC), their ``D_j·r' − λ1``, the members H holds, H), or
         None when a solve does not converge."""
         if H is None:
@@ -255,15 +322,32 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
         inW = S.copy()
         # the working set's rows as a growing block (members in the order they joined)
         order = np.flatnonzero(S)
-        block = np.empty_like(DC)
+        block = ws.space("W", len(DC))
         block[:len(order)] = DC[order]
+        e_full, r_full, fresh = e, r, True  # all members' values at r_full; fresh: e is e_full
         first, conv = True, False
         while True:
             if not first:
-                e = (DC @ r.astype(_F32)).astype(np.float64) - l1
+                reach = _REACH * nrm * math.sqrt(float((r - r_full) @ (r - r_full)))
+                live = np.flatnonzero((e_full > -reach) & ~inW)
+                m = _LOOK * max(grow, int(S.sum()))
+                if len(live) > m:  # the largest by their last values
+                    live = np.sort(live[np.argpartition(-e_full[live], m - 1)[:m]])
+                if 2 * len(live) >= len(DC):
+                    e = e_full = evaluate(DC, r)
+                    r_full, fresh = r, True
+                else:
+                    e = np.full(len(DC), -np.inf)
+                    e[live] = evaluate(DC[live], r)
+                    fresh = False
             viol = np.flatnonzero((e > 0) & ~inW)
             if len(viol) == 0 and conv:
-                return r, order[act], a[act], S, H
+                if not fresh:  # the end of the growth: every member at r
+                    e = e_full = evaluate(DC, r)
+                    r_full, fresh = r, True
+                    viol = np.flatnonzero((e > 0) & ~inW)
+                if len(viol) == 0:
+                    return r, order[act], a[act], S, H
             k = max(grow, int(S.sum()))
             if len(viol) > k:
                 viol = viol[np.argpartition(-e[viol], k - 1)[:k]]
@@ -283,9 +367,17 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
     pend: list[tuple[int, np.ndarray, np.ndarray, _Hessian]] = []
     for h in queries:  # first on the documents each query was solving on, certified by its own bound
         C = np.union1d(h.W, h.held)
-        DC = Dn[C]
-        out = grown(h.row, DC, (DC @ h.r.astype(_F32)).astype(np.float64) - l1, h.r,
-                    np.isin(C, h.held, assume_unique=True), None)
+        DC = ws.take("C", C)
+        e = evaluate(DC, h.r)
+        if len(h.band):  # the guard's band, value descending, after the documents it was solving on
+            C = np.concatenate([C, h.band])
+            DC = ws.take("C", h.band, len(DC))
+            e = np.concatenate([e, h.e])
+        elif len(C) > 64:  # value descending (the growth evaluates a prefix)
+            o = np.argsort(-e)
+            C, e = C[o], e[o]
+            DC = np.take(DC, o, axis=0, out=ws.space("T", len(C))[:len(C)], mode="clip")
+        out = grown(h.row, DC, e, h.r, member(C, h.held), None)
         if out is None:
             continue  # left for the fallback
         r, act, a, S, H = out
@@ -309,33 +401,37 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
             for k, (i, r, held, H) in enumerate(part):
                 v = V[k]
                 act = np.flatnonzero(v > l1)
-                Da = Dn[act]  # the first rows of the candidates' (gathered once)
+                Da = ws.take("C", act)  # the first rows of the candidates'
                 if _float_floor(len(act), math.sqrt(float(r @ r)), l2) > 0.2 * inner:  # exact products
-                    a_act = Da.astype(np.float64) @ r - l1
+                    Da64 = ws.space("C", len(act), dtype=np.float64)[:len(act)]
+                    np.copyto(Da64, Da)
+                    a_act = Da64 @ r - l1
                     on = a_act > 0
-                    g = r - Q64[i] + Da[on].astype(np.float64).T @ a_act[on] / l2
+                    g = r - Q64[i] + Da64.T @ np.where(on, a_act, 0.0) / l2
                     fin, fin_a = act[on], a_act[on]
                 else:
                     a_act = v[act].astype(np.float64) - l1
                     g = r - Q64[i] + (Da.T @ a_act.astype(_F32)).astype(np.float64) / l2
                     fin, fin_a = act, a_act
                 gn = math.sqrt(float(g @ g))
-                if i in first and not np.isin(act, held).all():
+                if i in first and not member(act, held).all():
                     fired[i] = True  # the query's first pass found documents outside its support
                 if gn <= inner:
                     stats.by_pass += 1
                     done.append((i, fin, fin_a / l2))
                     continue
                 # candidates: the actives, then the documents within widen·‖∇f‖ below λ1 (at most
-                # band_max), then the rest of the support
+                # band_max, value descending), then the rest of the support
                 extra = np.flatnonzero((v > l1 - widen * gn) & (v <= l1))
                 if len(extra) > band_max:
                     extra = extra[np.argpartition(-v[extra], band_max - 1)[:band_max]]
+                extra = extra[np.argsort(-v[extra])]
                 seen = np.concatenate([act, extra])
-                rest = held[~np.isin(held, seen)]
+                rest = held[~member(held, seen)]
                 C = np.concatenate([seen, rest])
-                DC = np.concatenate([Da, Dn[extra], Dn[rest]])
-                out = grown(i, DC, v[C].astype(np.float64) - l1, r, np.isin(C, held), H)
+                ws.take("C", extra, len(act))
+                DC = ws.take("C", rest, len(seen))
+                out = grown(i, DC, v[C].astype(np.float64) - l1, r, member(C, held), H)
                 if out is None:
                     continue
                 r2, actC, a, S, H = out

@@ -109,15 +109,13 @@ class _Corpus:
             bad = (m > thr).nonzero()[:, 0]
             if bad.numel():
                 Vb = V if bad.numel() == V.shape[0] else V[bad]
-                # the top K first; rows whose K are all violators look further (4K, ..., K_max)
-                k = min(K, n)
-                v, i = _topk_rows(Vb, k)
-                while k < min(K_max, n):
-                    full = v[:, -1] > thr
-                    if not bool(full.any()):
-                        break
-                    k = min(4 * k, K_max, n)
-                    v, i = _topk_rows(Vb, k)
+                # wide enough for the row with the most violators: its v and K more (at most K_max)
+                if Vb.device.type == "cpu":
+                    over = int(np.count_nonzero(Vb.numpy() > thr, axis=1).max())
+                else:
+                    over = int((Vb > thr).sum(1).max())
+                k = min(over + K, K_max, n)
+                v, i = _topk_rows(Vb, k) if 32 * k < n else torch.topk(Vb, k, dim=1)
                 width = ((v > thr).sum(1) + K).clamp(max=v.shape[1])
                 pos = torch.arange(v.shape[1], device=dev)[None, :]
                 last[s + bad] = v.gather(1, (width - 1)[:, None])[:, 0]

@@ -286,6 +286,19 @@ class _Exact:
             self.handoff.append(HandOff(int(st.rows[k]), R[k].numpy(), W.numpy(), held.numpy(), float(st.thr[k]),
                                         st.Ro[k].double().numpy()))
 
+    def _hand_off_band(self, rows: torch.Tensor, W: torch.Tensor, Wv: torch.Tensor, X: torch.Tensor, R: torch.Tensor,
+                       bv: torch.Tensor, bi: torch.Tensor, thr: torch.Tensor) -> None:
+        """Queue rows of a guard pass for the Newton half: their residuals R (the point of the
+        pass), working sets, supports, and the pass's band (its values at R: the violators and the
+        documents below them) with its last value, which bounds every other document."""
+        Rd = R.double()
+        for k in range(rows.numel()):
+            m = int(torch.isfinite(bv[k]).sum())
+            t = float(thr[k])
+            self.handoff.append(HandOff(int(rows[k]), Rd[k].numpy(), W[k][Wv[k]].numpy(),
+                                        W[k][(X[k] > 0) & Wv[k]].numpy(), t, Rd[k].numpy(),
+                                        bi[k][:m].numpy(), bv[k][:m].double().numpy() - self.l1))
+
     def _additions(self, viol: torch.Tensor, vals: torch.Tensor, cand: torch.Tensor,
                    X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The violators to add per row, largest value first: at most max(grow, current support)
@@ -334,6 +347,14 @@ class _Exact:
         rows, W, Wv, X, R, bv, bi = rows[bad], W[bad], Wv[bad], X[bad], R[bad], bv[bad], bi[bad]
         thr = last_v[bad]  # each row's own band end (bands of different chunks differ in width)
         viol = bv > self.thr_ok
+        if self.newton_above is not None:  # support and violators beyond newton_above: Newton's from here
+            big = viol.sum(1) + ((X > 0) & Wv).sum(1) > self.newton_above
+            if bool(big.any()):
+                self._hand_off_band(rows[big], W[big], Wv[big], X[big], R[big], bv[big], bi[big], thr[big])
+                keep = ~big
+                rows, W, Wv, X, R, bv, bi, thr, viol = (t[keep] for t in (rows, W, Wv, X, R, bv, bi, thr, viol))
+                if rows.numel() == 0:
+                    return
         N, Nv, pos = self._additions(viol, bv, bi, X)
         Cv = torch.isfinite(bv)
         Cv.scatter_(1, pos, Cv.gather(1, pos) & ~Nv)
@@ -645,12 +666,14 @@ def _stats(sol: Solution, ex: _Exact, corpus: _Corpus, fallback: torch.Tensor, M
         "fista_rows": ex.fista_rows,
         "dspace_solves": ex.dual_solves,
         "newton_queries": ex.newton_stats.queries,
+        "newton_from_guard": ex.newton_stats.from_guard,
         "newton_steps": ex.newton_stats.newton,
         "newton_factorisations": ex.newton_stats.factorisations,
         "newton_cg": ex.newton_stats.cg,
         "newton_rows": ex.newton_stats.rows,
         "newton_by_bound": ex.newton_stats.by_bound,
         "newton_by_pass": ex.newton_stats.by_pass,
+        "newton_evaluated": ex.newton_stats.evaluated,
         "newton_working_set_mean": (float(np.mean(ex.newton_stats.working_sets))
                                     if ex.newton_stats.working_sets else 0.0),
     }
