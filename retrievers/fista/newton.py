@@ -338,7 +338,11 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
                     r_full, fresh = r, True
                 else:
                     e = np.full(len(DC), -np.inf)
-                    e[live] = evaluate(DC[live], r)
+                    p = int(live[-1]) + 1 if len(live) else 0
+                    if p <= 2 * len(live):  # by and large a prefix: read it in place
+                        e[:p] = evaluate(DC[:p], r)
+                    else:
+                        e[live] = evaluate(DC[live], r)
                     fresh = False
             viol = np.flatnonzero((e > 0) & ~inW)
             if len(viol) == 0 and conv:
