@@ -14,15 +14,20 @@ D_j·r > λ1 is counted in ∇f. The work is to find r with a small gradient; th
 that gradient computed over the whole corpus (one pass), or over a candidate set C plus a bound
 showing that no document outside C is active.
 
-A query arrives from the active-set solve (:mod:`.screening`) once its free set outgrows
-``newton_above``, with its residual r, its support, the documents it was solving on (working and
-check set: the first C) and the bound ``D_j·r_o ≤ thr`` on every other document. Then:
+A query arrives from the active-set solve (:mod:`.screening`) with its residual r, its support,
+the documents it was solving on and the bound ``D_j·r_o ≤ thr`` on every other document: either
+once its free set outgrows ``newton_above`` (the documents: its working and check set, the first
+C), or from a guard pass whose violators and support together outnumber ``newton_above`` (then C
+is also the pass's band: the violators and the documents below them, with their values at r from
+the pass, and thr is the band's last value). Then:
 
 1. **Grow on C.** The working set W starts as the support; the violators among C (members with
    ``D_j·r > λ1`` outside W) join it, largest first, at most max(``grow``, |S|) a round, and f
    restricted to W is minimised from the current r — ``rough`` Newton steps while violators are
-   still joining, to ``‖∇f_W‖ ≤ tol/2`` once none is left (the members of C are evaluated again
-   after each round).
+   still joining, to ``‖∇f_W‖ ≤ tol/2`` once none is left. After a round only the members that
+   could have come near λ1 are evaluated again (those within ``_REACH``·nrm·‖r − r_full‖ of it at
+   r_full, where all were last evaluated; the largest ``_LOOK``·max(grow, |S|) of them); the
+   growth ends on an evaluation of all of C at the final r, so this moves work, not the answer.
 2. **Bound.** ``thr + max‖D_j‖·‖r − r_o‖ ≤ λ1 + ε/2`` (Cauchy–Schwarz) proves that no document
    outside C is active at r: the query is done, x(r) over W is the answer.
 3. **Pass.** Otherwise a pass at r gives ``v = D r`` for every document and so the exact gradient
@@ -36,9 +41,9 @@ Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hes
 ``(λ2 I + D_SᵀD_S)/λ2``, the step ``Δ = −λ2 (λ2 I + D_SᵀD_S)⁻¹ ∇f_W(r)``, then Armijo
 backtracking on f_W (f_W(r + tΔ) for any t from ``D_W r`` and ``D_W Δ``). The d × d matrix
 ``M = λ2 I + D_SᵀD_S`` (float64) is updated by the rows that enter or leave S (rebuilt when more
-change than S holds) and factorised in float32 (float64 when λ2 < 0.01); while at most 16 rows
-have changed since the last factorisation the Newton system is solved by conjugate gradients on M
-preconditioned by the old factor. Products with the documents are float32 unless their error
+change than S holds; its upper triangle, by symmetric rank-k updates) and factorised in float32
+(float64 when λ2 < 0.01); while at most 16 rows have changed since the last factorisation the
+Newton system is solved by conjugate gradients on M preconditioned by the old factor. Products with the documents are float32 unless their error
 could reach a fifth of the tolerance (:func:`_float_floor`), or the gradient stops falling on a
 fixed active set; then float64.
 """
@@ -51,8 +56,9 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg.blas import dsymv as _symv, ssyrk as _syrk
 import torch
+from scipy.linalg.blas import dsymv as _symv
+from scipy.linalg.blas import ssyrk as _syrk
 
 from .problem import _sparsify
 

@@ -429,8 +429,9 @@ class ScreeningOptions:
     qp_iters : int
         Active-set iterations per round (a round's solve resumes from the free set it reached).
     newton_above : int or None
-        λ2 > 0 on CPU: a query whose free set outgrows this (default 64, or d/2 when smaller), or
-        whose working set is more than 4 × this wide, is finished by the Newton half
+        λ2 > 0 on CPU: a query whose free set outgrows this (default 64, or d/2 when smaller),
+        whose working set is more than 4 × this wide, or whose violators at a guard pass and
+        support together outnumber it, is finished by the Newton half
         (:mod:`retrievers.fista.newton`); 0 hands over every query that reaches a working-set
         solve, and ``newton=False`` keeps them all in the active-set solve.
     newton, newton_widen, newton_band, newton_rough : bool, float, int, int
@@ -521,7 +522,10 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, options: ScreeningOptio
         pass), rounds_max/rounds_hist (guard passes per query; the last bin counts fallbacks),
         fallback, solves_mean/max (working-set rounds per query), iterations_mean/max
         (active-set iterations, plus FISTA iterations where used), fista_rows (query solves done
-        by the Gram-form FISTA instead), dspace_solves (query solves done in d dimensions).
+        by the Gram-form FISTA instead), dspace_solves (query solves done in d dimensions),
+        newton_* (:class:`retrievers.fista.newton.NewtonStats`: queries handed over, of them by a
+        guard pass, Newton steps, factorisations, conjugate-gradient steps, rows through M, queries
+        certified by a bound or by a pass, candidate rows evaluated, mean working set).
     """
     opt = replace(options or ScreeningOptions(), **knobs) if knobs else (options or ScreeningOptions())
     D = as_tensor(D)
