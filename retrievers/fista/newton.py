@@ -57,8 +57,9 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 import torch
-from scipy.linalg.blas import dsymv as _symv
-from scipy.linalg.blas import ssyrk as _syrk
+from scipy.linalg.blas import dsymv as _dsymv
+from scipy.linalg.blas import dsyrk as _dsyrk
+from scipy.linalg.blas import ssyrk as _ssyrk
 
 from .problem import _sparsify
 
@@ -82,23 +83,41 @@ class NewtonStats:
 
 
 class _Hessian:
-    """``M = λ2 I + D_SᵀD_S`` (float64, its upper triangle only: the row updates are symmetric
-    rank-k updates, half a product's work) for a set S of documents, and a Cholesky factor of M as
-    it was at the last factorisation (``stale``: rows changed since); float32 unless λ2 < 0.01 (or
-    a float32 factor fails), where M's condition number can outgrow float32."""
+    """``M = λ2 I + D_SᵀD_S`` (its upper triangle only, updated in place by symmetric rank-k
+    updates: half a product's work) for a set S of documents, and a Cholesky factor of M as it was
+    at the last factorisation (``stale``: rows changed since); float32 unless λ2 < 0.01 (or a
+    float32 factor fails), where M's condition number can outgrow float32."""
 
-    def __init__(self, d: int, l2: float, stats: NewtonStats):
-        self.l2 = l2
-        self.M = np.asfortranarray(l2 * np.eye(d))
-        self.factor: Any = None
+    def __init__(self, d: int, l2: float, stats: NewtonStats, spare: list[np.ndarray] | None = None):
+        self.l2, self.d = l2, d
         self.single = l2 >= 1e-2
+        self.spare = spare if spare is not None else []  # matrices of finished queries, to reuse
+        self.M = self._identity()
+        self.factor: Any = None
         self.stale = 0
         self.stats = stats
 
+    def _identity(self) -> np.ndarray:
+        dt = _F32 if self.single else np.float64
+        if self.spare and self.spare[-1].dtype == dt:
+            M = self.spare.pop()
+            M.fill(0.0)
+        else:
+            M = np.zeros((self.d, self.d), dtype=dt, order="F")
+        np.fill_diagonal(M, self.l2)
+        return M
+
+    def _update(self, rows: np.ndarray, sign: float) -> None:
+        if self.single:
+            self.M = _ssyrk(sign, rows.T, beta=1.0, c=self.M, trans=0, overwrite_c=1)
+        else:
+            self.M = _dsyrk(sign, rows.T.astype(np.float64), beta=1.0, c=self.M, trans=0, overwrite_c=1)
+
     @property
     def full(self) -> np.ndarray:
-        """M with both triangles."""
-        return np.triu(self.M) + np.triu(self.M, 1).T
+        """M with both triangles (float64)."""
+        M = self.M.astype(np.float64)
+        return np.triu(M) + np.triu(M, 1).T
 
     def change(self, add: np.ndarray, remove: np.ndarray) -> None:
         """Rows ``add`` join S and rows ``remove`` leave it (each k × d, float32)."""
@@ -106,33 +125,34 @@ class _Hessian:
         if k == 0:
             return
         if len(add):
-            self.M += _syrk(1.0, add.T, trans=0)
+            self._update(add, 1.0)
         if len(remove):
-            self.M -= _syrk(1.0, remove.T, trans=0)
+            self._update(remove, -1.0)
         self.stale += k
         self.stats.rows += k
 
     def rebuild(self, rows: np.ndarray) -> None:
         """M for S = ``rows`` from scratch."""
-        self.M = np.asfortranarray(self.l2 * np.eye(self.M.shape[0]))
+        self.M = self._identity()
         if len(rows):
-            self.M += _syrk(1.0, rows.T, trans=0)
+            self._update(rows, 1.0)
             self.stats.rows += len(rows)
-        self.stale = self.M.shape[0] + 1  # forces a factorisation
+        self.stale = self.d + 1  # forces a factorisation
 
     def times(self, z: np.ndarray) -> np.ndarray:
-        """M z."""
-        return _symv(1.0, self.M, z)
+        """M z (float64)."""
+        return _dsymv(1.0, self.M.astype(np.float64, copy=False), z)
 
     def _factorise(self) -> None:
         self.stats.factorisations += 1
         self.stale = 0
         if self.single:
             try:
-                self.factor = sla.cho_factor(self.M.astype(_F32), lower=False, check_finite=False, overwrite_a=True)
+                self.factor = sla.cho_factor(self.M, lower=False, check_finite=False)
                 return
-            except np.linalg.LinAlgError:
+            except np.linalg.LinAlgError:  # from here in float64 (a failure there: the caller rebuilds M)
                 self.single = False
+                self.M = self.M.astype(np.float64)
         self.factor = sla.cho_factor(self.M, lower=False, check_finite=False)
 
     def _apply(self, g: np.ndarray) -> np.ndarray:
@@ -300,6 +320,7 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
     stats.from_guard += sum(1 for h in queries if len(h.band))
     done: list[tuple[int, np.ndarray, np.ndarray]] = []
     ws = _Rows(Dn)
+    spare: list[np.ndarray] = []
     mark = np.zeros(n, dtype=bool)
 
     def member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -323,7 +344,7 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
         members active at r' (positions in DC), their ``D_j·r' − λ1``, the members H holds, H), or
         None when a solve does not converge."""
         if H is None:
-            H = _Hessian(d, l2, stats)
+            H = _Hessian(d, l2, stats, spare)
             H.rebuild(DC[S])
         inW = S.copy()
         # the working set's rows as a growing block (members in the order they joined)
@@ -395,6 +416,7 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
         if h.thr + nrm * math.sqrt(float(moved @ moved)) <= ok:
             stats.by_bound += 1
             done.append((h.row, C[act], a / l2))
+            spare.append(H.M)
         else:
             pend.append((h.row, r, C[S], H))
     # then passes: the exact gradient over the corpus certifies; else the candidates are the
@@ -429,6 +451,7 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
                 if gn <= inner:
                     stats.by_pass += 1
                     done.append((i, fin, fin_a / l2))
+                    spare.append(H.M)
                     continue
                 # candidates: the actives, then the documents within widen·‖∇f‖ below λ1 (at most
                 # band_max, value descending), then the rest of the support
@@ -452,6 +475,7 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
                 if edge + nrm * math.sqrt(float(moved @ moved)) <= ok:
                     stats.by_bound += 1
                     done.append((i, C[actC], a / l2))
+                    spare.append(H.M)
                 else:
                     nxt.append((i, r2, C[S], H))
         pend = nxt
