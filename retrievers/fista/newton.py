@@ -133,7 +133,11 @@ class _Hessian:
 
     def rebuild(self, rows: np.ndarray) -> None:
         """M for S = ``rows`` from scratch."""
-        self.M = self._identity()
+        if self.M.dtype == (_F32 if self.single else np.float64):
+            self.M.fill(0.0)
+            np.fill_diagonal(self.M, self.l2)
+        else:
+            self.M = self._identity()
         if len(rows):
             self._update(rows, 1.0)
             self.stats.rows += len(rows)
