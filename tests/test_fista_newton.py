@@ -141,30 +141,3 @@ def test_queries_handed_over_by_a_guard_pass_equal_the_full_corpus_minimiser(l1:
     assert float(kkt_residual(D, Q, sol.to_dense(), l1, l2).max()) < 2 * tol
     assert_same_solution(sol, solve_full(D, Q, l1, l2, tol=tol), atol=2e-4)
 
-
-def test_the_guard_band_holds_every_violator_and_k_more() -> None:
-    """_Corpus.guard against a direct computation: per row the largest value outside W, and for
-    rows above thr the top v + K values outside W (v: its violators; at most K_max), value
-    descending, with the band's last value; rows below thr get no band."""
-    from retrievers.fista.passes import _Corpus
-
-    D, Q = clustered(3000, 16, 5, 1, per=40)
-    R = Q.clone()
-    R[4] *= 0.01  # a row with no violator
-    W = torch.arange(5)[:, None] * 7 + torch.arange(3)[None, :]
-    V = (R @ D.T).numpy()
-    for K, K_max, thr in ((10, 64, 0.3), (10, 5000, 0.3), (50, 100, 0.1)):
-        mx, vals, idx, last = _Corpus(D, 5, "numpy").guard(R, W, thr, K, K_max)
-        for b in range(5):
-            v = V[b].copy()
-            v[W[b].numpy()] = -np.inf
-            assert float(mx[b]) == pytest.approx(v.max(), abs=1e-6)
-            if v.max() <= thr:
-                assert not bool(torch.isfinite(vals[b]).any())
-                continue
-            width = min(int((v > thr).sum()) + K, K_max, len(v))
-            want = np.sort(v)[::-1][:width]
-            got = vals[b][torch.isfinite(vals[b])].numpy()
-            np.testing.assert_allclose(got, want, atol=1e-6)
-            np.testing.assert_allclose(v[idx[b][:width].numpy()], want, atol=1e-6)
-            assert float(last[b]) == pytest.approx(want[-1], abs=1e-6)

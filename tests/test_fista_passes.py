@@ -1,0 +1,58 @@
+"""The corpus-sized passes of the exact solve (retrievers/fista/passes.py) against direct
+computations: the guard's band and the dense top-k on faiss's BLAS path."""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+import pytest
+import torch
+
+from retrievers.fista.passes import FAISS_BLAS_FROM, _Corpus, faiss_blas
+from tests.test_fista import clustered
+
+
+def test_the_guard_band_holds_every_violator_and_k_more() -> None:
+    """_Corpus.guard against a direct computation: per row the largest value outside W, and for
+    rows above thr the top v + K values outside W (v: its violators; at most K_max), value
+    descending, with the band's last value; rows below thr get no band."""
+    D, Q = clustered(3000, 16, 5, 1, per=40)
+    R = Q.clone()
+    R[4] *= 0.01  # a row with no violator
+    W = torch.arange(5)[:, None] * 7 + torch.arange(3)[None, :]
+    V = (R @ D.T).numpy()
+    for K, K_max, thr in ((10, 64, 0.3), (10, 5000, 0.3), (50, 100, 0.1)):
+        mx, vals, idx, last = _Corpus(D, 5, "numpy").guard(R, W, thr, K, K_max)
+        for b in range(5):
+            v = V[b].copy()
+            v[W[b].numpy()] = -np.inf
+            assert float(mx[b]) == pytest.approx(v.max(), abs=1e-6)
+            if v.max() <= thr:
+                assert not bool(torch.isfinite(vals[b]).any())
+                continue
+            width = min(int((v > thr).sum()) + K, K_max, len(v))
+            want = np.sort(v)[::-1][:width]
+            got = vals[b][torch.isfinite(vals[b])].numpy()
+            np.testing.assert_allclose(got, want, atol=1e-6)
+            np.testing.assert_allclose(v[idx[b][:width].numpy()], want, atol=1e-6)
+            assert float(last[b]) == pytest.approx(want[-1], abs=1e-6)
+
+
+def test_the_dense_pass_takes_faiss_blas_path_and_restores_faiss_setting() -> None:
+    """Inside faiss_blas faiss's BLAS threshold is 0 (from FAISS_BLAS_FROM queries; below, it is
+    left alone), outside it is faiss's own again, also after an error; the dense top-k is the
+    direct computation's."""
+    old = faiss.cvar.distance_compute_blas_threshold
+    with faiss_blas(FAISS_BLAS_FROM):
+        assert faiss.cvar.distance_compute_blas_threshold == 0
+    with faiss_blas(FAISS_BLAS_FROM - 1):
+        assert faiss.cvar.distance_compute_blas_threshold == old
+    with pytest.raises(RuntimeError), faiss_blas(100):
+        raise RuntimeError("inside")
+    assert faiss.cvar.distance_compute_blas_threshold == old
+    D, Q = clustered(2000, 16, 20, 2, per=20)
+    v, i = _Corpus(D, 8, "numpy", "faiss").top(Q, 15)
+    want = torch.topk(Q @ D.T, 15, dim=1)
+    torch.testing.assert_close(v, want.values, atol=1e-5, rtol=0)
+    torch.testing.assert_close((Q[:, None, :] * D[i]).sum(-1), want.values, atol=1e-5, rtol=0)
+    assert faiss.cvar.distance_compute_blas_threshold == old
