@@ -230,6 +230,10 @@ class Bench:
             print("  λ2 \\ λ1 " + "".join(f"{l1:>8}" for l1 in l1s))
             for l2 in l2s:
                 print(f"  {l2:<7} " + "".join(f"{grid[l1, l2].median:8.2f}" for l1 in l1s))
+            print("ratio nnn-fix / faiss on its BLAS path (rows λ2, columns λ1):")
+            print("  λ2 \\ λ1 " + "".join(f"{l1:>8}" for l1 in l1s))
+            for l2 in l2s:
+                print(f"  {l2:<7} " + "".join(f"{grid[l1, l2].median_blas:8.2f}" for l1 in l1s))
         missed = [p for p in grid.values() if p.median > goal_for(p.l1, p.l2)]
         print(f"sweep at n = {self.n:,}: {len(grid) - len(missed)}/{len(grid)} points within their goal"
               + (f"; worst {max(p.median for p in missed):.2f}x (λ1 = {max(missed, key=lambda p: p.median).l1},"
