@@ -56,3 +56,26 @@ def test_the_dense_pass_takes_faiss_blas_path_and_restores_faiss_setting() -> No
     torch.testing.assert_close(v, want.values, atol=1e-5, rtol=0)
     torch.testing.assert_close((Q[:, None, :] * D[i]).sum(-1), want.values, atol=1e-5, rtol=0)
     assert faiss.cvar.distance_compute_blas_threshold == old
+
+
+def test_faiss_setting_survives_blocks_of_several_threads() -> None:
+    """Blocks entered from several threads at once run one at a time: when all have left, faiss's
+    own threshold is back (none restores the 0 another set)."""
+    import threading
+    import time
+
+    old = faiss.cvar.distance_compute_blas_threshold
+    seen: list[int] = []
+
+    def work() -> None:
+        with faiss_blas(100):
+            seen.append(faiss.cvar.distance_compute_blas_threshold)
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [0] * 6
+    assert faiss.cvar.distance_compute_blas_threshold == old

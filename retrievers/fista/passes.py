@@ -4,6 +4,7 @@ and the guard pass over the residuals, chunk by chunk into one reused buffer."""
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -40,6 +41,7 @@ def _topk_rows(V: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
 # from this many queries faiss's blocked BLAS search is faster than its sequential one (n = 100k,
 # d = 384, one thread: 2.2 against 6.7 ms a query at 16 queries, 0.88 against 6.4 at 200)
 FAISS_BLAS_FROM = 8
+_FAISS_SETTING = threading.Lock()
 
 
 @contextmanager
@@ -48,18 +50,20 @@ def faiss_blas(nq: int) -> Iterator[None]:
     inside the block. (faiss takes it only when queries × d reach its
     ``distance_compute_blas_threshold``, 128,000 in faiss 1.15: 334 queries at d = 384; below
     that it searches query by query, about 7× slower a query at 100k documents.) The threshold is
-    faiss's process-wide setting: it is restored on leaving."""
+    faiss's process-wide setting: it is restored on leaving, and blocks of several threads run
+    one at a time (so none restores another's value)."""
     import faiss
 
     if nq < FAISS_BLAS_FROM:
         yield
         return
-    old = faiss.cvar.distance_compute_blas_threshold
-    faiss.cvar.distance_compute_blas_threshold = 0
-    try:
-        yield
-    finally:
-        faiss.cvar.distance_compute_blas_threshold = old
+    with _FAISS_SETTING:
+        old = faiss.cvar.distance_compute_blas_threshold
+        faiss.cvar.distance_compute_blas_threshold = 0
+        try:
+            yield
+        finally:
+            faiss.cvar.distance_compute_blas_threshold = old
 
 
 class _Corpus:
