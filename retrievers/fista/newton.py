@@ -40,12 +40,13 @@ the pass, and thr is the band's last value). Then:
 Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hessian is
 ``(λ2 I + D_SᵀD_S)/λ2``, the step ``Δ = −λ2 (λ2 I + D_SᵀD_S)⁻¹ ∇f_W(r)``, then Armijo
 backtracking on f_W (f_W(r + tΔ) for any t from ``D_W r`` and ``D_W Δ``). The d × d matrix
-``M = λ2 I + D_SᵀD_S`` (float64) is updated by the rows that enter or leave S (rebuilt when more
-change than S holds; its upper triangle, by symmetric rank-k updates) and factorised in float32
-(float64 when λ2 < 0.01); while at most 16 rows have changed since the last factorisation the
-Newton system is solved by conjugate gradients on M preconditioned by the old factor. Products with the documents are float32 unless their error
-could reach a fifth of the tolerance (:func:`_float_floor`), or the gradient stops falling on a
-fixed active set; then float64.
+``M = λ2 I + D_SᵀD_S`` (its upper triangle; float32, float64 when λ2 < 0.01) is updated by
+symmetric rank-k updates of the rows that enter or leave S (rebuilt when more change than S holds)
+and factorised in its own precision; while at most 16 rows have changed since the last
+factorisation the Newton system is solved by conjugate gradients on M preconditioned by the old
+factor. Products with the documents are float32 unless their error could reach a fifth of the
+tolerance (:func:`_float_floor`), or the gradient stops falling on a fixed active set; then
+float64.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class NewtonStats:
     queries: int = 0  # queries handed over
     from_guard: int = 0  # of them, handed over by a guard pass with its band
     newton: int = 0  # Newton steps
-    factorisations: int = 0  # float32 Cholesky factorisations of M
+    factorisations: int = 0  # Cholesky factorisations of M
     cg: int = 0  # conjugate-gradient steps (Newton systems solved with an older factor)
     rows: int = 0  # document rows added to or removed from M
     by_pass: int = 0  # queries certified by a pass's whole-corpus gradient
@@ -97,8 +98,13 @@ class _Hessian:
         self.stale = 0
         self.stats = stats
 
+    @property
+    def dtype(self) -> Any:
+        return _F32 if self.single else np.float64
+
     def _identity(self) -> np.ndarray:
-        dt = _F32 if self.single else np.float64
+        """λ2 I in M's precision, in a spare matrix when one is at hand."""
+        dt = self.dtype
         if self.spare and self.spare[-1].dtype == dt:
             M = self.spare.pop()
             M.fill(0.0)
@@ -133,11 +139,9 @@ class _Hessian:
 
     def rebuild(self, rows: np.ndarray) -> None:
         """M for S = ``rows`` from scratch."""
-        if self.M.dtype == (_F32 if self.single else np.float64):
-            self.M.fill(0.0)
-            np.fill_diagonal(self.M, self.l2)
-        else:
-            self.M = self._identity()
+        if self.M.dtype == self.dtype:  # its own array, reset
+            self.spare.append(self.M)
+        self.M = self._identity()
         if len(rows):
             self._update(rows, 1.0)
             self.stats.rows += len(rows)
@@ -306,6 +310,7 @@ class _Rows:
 # all of them were last evaluated) are not evaluated again while the working set grows; a full
 # evaluation ends the growth, so this only moves work, never the answer
 _REACH = 0.1
+# and at most this many times max(grow, |S|) of them, the largest by their last values
 _LOOK = 8
 
 

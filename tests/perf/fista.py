@@ -197,7 +197,8 @@ class Bench:
             pt = self.pair(l1, l2, a.queries, a.repeat)
             st = self.last_stats
             pairs = " ".join(f"{r:.2f}" for r in pt.ratios)
-            print(f"λ1 = {l1:<5} faiss {pt.t_faiss:7.2f} s (BLAS path {pt.t_blas:.2f} s)  nnn-fix {pt.t_nnn:7.2f} s  ratio {pt.ratio:5.2f}x"
+            print(f"λ1 = {l1:<5} faiss {pt.t_faiss:7.2f} s (BLAS path {pt.t_blas:.2f} s)"
+                  f"  nnn-fix {pt.t_nnn:7.2f} s  ratio {pt.ratio:5.2f}x"
                   f" (best/best), per pair {pairs}, median {pt.median:.2f}x"
                   f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]; vs BLAS {pt.median_blas:.2f}x", flush=True)
             print(f"    support mean {st['support_mean']:.1f} (max {st['support_max']}); corpus passes per query"
@@ -220,7 +221,8 @@ class Bench:
             for l1 in l1s:
                 pt = self.pair(l1, l2, nq, a.sweep_repeat)
                 grid[l1, l2] = pt
-                print(f"λ1 = {l1:<5} λ2 = {l2:<5} ratio {pt.median:6.2f}x (vs BLAS {pt.median_blas:6.2f}x)  support mean {pt.support_mean:7.1f} (max"
+                print(f"λ1 = {l1:<5} λ2 = {l2:<5} ratio {pt.median:6.2f}x (vs BLAS {pt.median_blas:6.2f}x)"
+                      f"  support mean {pt.support_mean:7.1f} (max"
                       f" {pt.support_max:5d})  passes {pt.passes:4.2f}  KKT max {pt.kkt_max:.1e}"
                       f" {'certified' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}"
                       f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]",
