@@ -2,7 +2,7 @@
 
 Each loader is a class with ``info(name)`` and ``load(name, data_dir, online=False)`` (see
 ``harness.data.BenchmarkLoader``), registered through the ``beyondsim.benchmarks`` entry points.
-Shared reading and validation code lives in :mod:`benchmarks.common`.
+Shared reading and validation code lives in :mod:`benchmarks.loader`.
 """
 
 from pathlib import Path

@@ -33,11 +33,11 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.data import DatasetInfo, MissingDataError, parse_grade
+from harness.data import MissingDataError, parse_grade
 from harness.registry import RegistryError, UnknownNameError
-from harness.types import Benchmark
+from harness.types import Benchmark, BenchmarkMeta
 
-from .common import (
+from .loader import (
     TOPICAL_MEASURES,
     BeirData,
     LoaderBase,
@@ -197,10 +197,10 @@ class BeirBenchmark(LoaderBase):
         return [f"beir/{d}" for d in PAPER_DATASETS] + ["beir/scifact:train"]
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         sub, split = parse_beir_name(name)
         subdir = f"beir/{sub}"
-        return DatasetInfo(
+        return cls.declare(
             name=f"beir/{sub}{split_suffix(split)}",
             task=cls.task,
             description=(f"BEIR {sub} ({split} split): topical retrieval, qrels grade >= 1 is relevant."
@@ -298,10 +298,10 @@ class BeirFolder(LoaderBase):
         return path.resolve(), "test"
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         """``files`` are absolute paths (a data directory joined with them leaves them as they are)."""
         path, split = cls.parse(name)
-        return DatasetInfo(
+        return cls.declare(
             name=f"{path}{split_suffix(split)}",
             task=cls.task,
             description=(f"BEIR-format folder {path} ({split} split): qrels grade >= 1 is relevant; "

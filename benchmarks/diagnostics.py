@@ -40,11 +40,11 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
-from harness.data import DataError, DatasetInfo, MissingDataError, default_home, get_field, iter_jsonl
+from harness.data import DataError, MissingDataError, default_home, get_field, iter_jsonl
 from harness.registry import UnknownNameError
-from harness.types import Benchmark, Corpus, Judgments, Query
+from harness.types import Benchmark, BenchmarkMeta, Corpus, Judgments, Query
 
-from .common import (CONSTRAINT_MEASURES, IdTracker, LoaderBase, Origin, build_corpus, check_doc_refs, get_id_list,
+from .loader import (CONSTRAINT_MEASURES, IdTracker, LoaderBase, Origin, build_corpus, check_doc_refs, get_id_list,
                      inferred_task, require_text, task_measures)
 
 CODER_DATA = "https://github.com/nice-hku-coder/coder_data"
@@ -157,11 +157,11 @@ class DiagnosticSet(LoaderBase):
         return [f"diag/{s}" for s in SETS]
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         which = set_name(name)
         paper_corpus, license, what = SETS[which]
         subdir = f"diag/{which}"
-        return DatasetInfo(
+        return cls.declare(
             name=f"diag/{which}",
             task=cls.task,
             description=(f"{which.capitalize()} diagnostic (CoDeR, built from {paper_corpus} in the paper): {what}; "

@@ -55,12 +55,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from harness.data import DataError, DatasetInfo, MissingDataError, get_field, iter_jsonl, read_qrels_tsv
+from harness.data import DataError, MissingDataError, get_field, iter_jsonl, read_qrels_tsv
 from harness.registry import UnknownNameError
-from harness.types import Benchmark, Corpus, Document, Judgments, Query
+from harness.types import Benchmark, BenchmarkMeta, Corpus, Document, Judgments, Query
 
-from .common import IdTracker, LoaderBase, build_corpus, check_doc_refs, get_id_list, require_text
-from .common import item_field, json_list, split_name
+from .loader import IdTracker, LoaderBase, build_corpus, check_doc_refs, get_id_list, require_text
+from .loader import item_field, json_list, split_name
 
 EXCLUIR_REPO = "https://github.com/zwh-sdu/ExcluIR"
 EXCLUIR_DRIVE = "https://drive.google.com/drive/folders/1O7IHuEHgjAHL6FCb8z5-zTI3YCqcA5J1"
@@ -286,7 +286,7 @@ class ExcluIR(LoaderBase):
         return {"excluir:coder": POOL_PROTOCOL} if excluir_split(name) == "test" else {}
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         split = excluir_split(name)
         if split == "full":
             files = [f"{cls.subdir}/{FULL_CORPUS}", f"{cls.subdir}/{FULL_QUERIES[0]}"]
@@ -298,7 +298,7 @@ class ExcluIR(LoaderBase):
             what = {"test": "CoDeR's held-out test split (691 queries)",
                     "train": "the train side of CoDeR's split (2,687 queries)",
                     "coder": f"CoDeR's held-out test split (691 queries) under the protocol of {POOL_PROTOCOL}"}[split]
-        return DatasetInfo(
+        return cls.declare(
             name=split_name("excluir", split),
             task=cls.task,
             description=(f"ExcluIR exclusionary queries, {what}: per query one satisfying document (grade 2) and "

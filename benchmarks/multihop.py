@@ -35,14 +35,15 @@ imported only then).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
-from harness.data import DataError, DatasetInfo
-from harness.types import Benchmark, Corpus, Document, Judgments, Query
+from harness.data import DataError
+from harness.types import Benchmark, BenchmarkMeta, Corpus, Document, Judgments, Query
 
-from .common import LoaderBase, Origin
-from .common import item_field, json_list, seeded_partition, set_size_stats, split_name, split_of, with_set_size
+from .loader import LoaderBase, Origin
+from .loader import item_field, json_list, seeded_partition, set_size_stats, split_name, split_of, with_set_size
 
 GITHUB = "https://github.com/yixuantt/MultiHop-RAG"
 HF_DATASET = "yixuantt/MultiHopRAG"
@@ -166,15 +167,13 @@ class MultiHopRAG(LoaderBase):
         return ["multihop-rag", "multihop-rag:train", "multihop-rag:dev"]
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         split = split_of(name, "multihop-rag", SPLITS)
-        info = super().info(split_name("multihop-rag", split))
-        info.description = (
+        return replace(super().info(split_name("multihop-rag", split)), description=(
             f"MultiHop-RAG, the {split} part of a seeded (seed {SEED}) random 80/10/10 train/dev/test split of the "
             "2,255 questions with evidence: news questions that need every article their evidence comes from "
             "(2-4 of 609)."
-        )
-        return info
+        ))
 
     @classmethod
     def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark:

@@ -19,13 +19,14 @@ Conventions:
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from harness.data import DataError, DatasetInfo, get_field, iter_jsonl
-from harness.types import Benchmark, Judgments, Query
+from harness.data import DataError, get_field, iter_jsonl
+from harness.types import Benchmark, BenchmarkMeta, Judgments, Query
 
-from .common import IdTracker, LoaderBase, beir_files, load_beir_folder
+from .loader import IdTracker, LoaderBase, beir_files, load_beir_folder
 
 LABELS_FILE = "labels/query_labels_combined.jsonl"
 LABEL_FIELDS = {
@@ -68,10 +69,8 @@ class NegConstraint(LoaderBase):
     license: ClassVar[str] = "none stated"
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
-        info = super().info(name)
-        info.optional_files = [f"{cls.subdir}/{LABELS_FILE}"]
-        return info
+    def info(cls, name: str) -> BenchmarkMeta:
+        return replace(super().info(name), optional_files=[f"{cls.subdir}/{LABELS_FILE}"])
 
     @classmethod
     def load(cls, name: str, data_dir: Path, online: bool = False) -> Benchmark:

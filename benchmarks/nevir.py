@@ -31,11 +31,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
-from harness.data import DataError, DatasetInfo, get_field, iter_jsonl
+from harness.data import DataError, get_field, iter_jsonl
 from harness.registry import UnknownNameError
-from harness.types import Benchmark, Corpus, Document, Judgments, Pair, Query
+from harness.types import Benchmark, BenchmarkMeta, Corpus, Document, Judgments, Pair, Query
 
-from .common import IdTracker, LoaderBase, Origin, dedup_by_text, require_text
+from .loader import IdTracker, LoaderBase, Origin, dedup_by_text, require_text
 
 HF_DATASET = "orionweller/NevIR"
 SOURCE = f"Hugging Face dataset {HF_DATASET} (https://huggingface.co/datasets/{HF_DATASET}); code https://github.com/orionw/NevIR"
@@ -86,13 +86,13 @@ class NevIR(LoaderBase):
         return "nevir" if split == "test" else f"nevir:{split}"
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         split = nevir_split(name)
         what = f"NevIR {split} split"
         if split in VARIANTS:
             of, _, how, paper = VARIANTS[split]
             what = f"NevIR {of} split under the protocol of {paper}: {how}"
-        return DatasetInfo(
+        return cls.declare(
             name=cls.canonical_name(name),
             task=cls.task,
             description=(f"{what}: paired negation queries; per query one satisfying "

@@ -60,7 +60,7 @@ ToolBank (``toolbank/numpy``, ``toolbank/pandas``, ``toolbank/aws``, each also `
 Every function a query names must be a tool of the bank (``DataError`` naming the file, the
 query's index and the function otherwise); a query needs at least one tool.
 
-The JSON-list and seeded-split helpers these loaders use live in :mod:`benchmarks.common`.
+The JSON-list and seeded-split helpers these loaders use live in :mod:`benchmarks.loader`.
 """
 
 from __future__ import annotations
@@ -68,11 +68,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator
 
-from harness.data import DataError, DatasetInfo, MissingDataError, read_json, read_qrels_tsv
+from harness.data import DataError, MissingDataError, read_json, read_qrels_tsv
 from harness.registry import UnknownNameError
-from harness.types import Benchmark, Corpus, Document, Judgments, Query
+from harness.types import Benchmark, BenchmarkMeta, Corpus, Document, Judgments, Query
 
-from .common import (SPLIT_SEED, LoaderBase, Origin, beir_files, item_field, json_list, load_beir_folder, seeded_partition,
+from .loader import (SPLIT_SEED, LoaderBase, Origin, beir_files, item_field, json_list, load_beir_folder, seeded_partition,
                      set_size_stats, split_name, split_of, with_set_size)
 
 
@@ -104,7 +104,7 @@ class ToolLens(LoaderBase):
         return ["toollens", "toollens:train", "toollens:dev"]
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         split = split_of(name, "toollens", TOOLLENS_SPLITS)
         qrels = "test" if split == "test" else "train"
         if split == "test":
@@ -112,7 +112,7 @@ class ToolLens(LoaderBase):
         else:
             what = (f"the {split} part of a seeded (seed {SPLIT_SEED}) 80/20 train/dev partition of the "
                     "original train queries (qrels/train.tsv)")
-        return DatasetInfo(
+        return cls.declare(
             name=split_name("toollens", split),
             task=cls.task,
             description=f"ToolLens (COLT) tool retrieval, {what}: each query needs a set of 1-3 of 464 tools.",
@@ -295,10 +295,10 @@ class ToolBank(LoaderBase):
                 f"toolrag/data_generation/{folder}/{desc} (no automatic download: copy it to <data_dir>/toolbank/)")
 
     @classmethod
-    def info(cls, name: str) -> DatasetInfo:
+    def info(cls, name: str) -> BenchmarkMeta:
         bank, split = toolbank_name(name)
         released, desc, _, paper = BANKS[bank]
-        return DatasetInfo(
+        return cls.declare(
             name=split_name(f"toolbank/{bank}", split),
             task=cls.task,
             description=(f"ToolBank {released} ({split}): API-programming tasks, each needing a set of tools "

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from harness import registry
-from harness.store import BenchmarkInfo, ResultRecord, Store
-from harness.trust import LEVELS, REPRODUCED, matched_figures, origin, reproduces, trust_of
+from harness.store.results import BenchmarkInfo, ResultRecord, Store
+from harness.store.trust import matched_figures, origin, weakest_trust
 
 # The rows live in reports.rows and the ranking machinery in reports.ranking; their public names
 # are importable from here too.
@@ -362,19 +362,15 @@ def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[Suit
 
 def assign_trust(sections: Sequence[BenchmarkSection], reproductions: Sequence[Mapping[str, Any]],
                  specs: Sequence[SuiteSpec] = ()) -> None:
-    """Each row's trust level: the weakest of its results' (:func:`harness.trust.trust_of`). An
-    imported result is *verified* only when every headline figure of its benchmark's table (its
-    home suite's headline, else the benchmark's first measure) was recomputed here, and
-    *reproduced* only when it verified and ``reproductions`` (the latest run of the shipped matrix)
-    recomputed its figures here and matched (:func:`harness.trust.reproduces`)."""
+    """Each row's trust level (:func:`harness.store.trust.weakest_trust`, where trust is decided),
+    given the headline of its benchmark's table: its home suite's headline, else the benchmark's
+    first measure. ``reproductions``: the latest run of the shipped matrix."""
     matched = matched_figures(reproductions)
     for s in sections:
         home = home_suite(s.name, s.task, specs)
         headline = list(home.headline) if home is not None and home.headline else s.measures[:1]
         for g in s.groups:
-            levels = [trust_of(r.extra, reproduces(r.spec_hash, r.benchmark_version, r.measures, matched),
-                               [m for m in headline if m in r.measures]) for r in g.records]
-            g.trust = max(levels, key=LEVELS.index) if levels else REPRODUCED
+            g.trust = weakest_trust(g.records, headline, matched)
 
 
 def compare(store: Store, *, n_resamples: int = N_RESAMPLES,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.measures import parse_measure
-from harness.stats import holm, paired_randomization_tests
-from harness.trust import LEVELS, REPORTED, REPRODUCED
+from harness.measures.stats import holm, paired_randomization_tests
+from harness.store.trust import LEVELS, REPORTED, REPRODUCED
 
 from .rows import Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec
 

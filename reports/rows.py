@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.measures import sort_key
-from harness.store import BenchmarkInfo, ResultRecord
-from harness.trust import REPORTED, REPRODUCED, checked_measures
+from harness.store.results import BenchmarkInfo, ResultRecord
+from harness.store.trust import REPORTED, REPRODUCED, checked_measures
 
 from .text import finite
 
@@ -138,7 +138,7 @@ class ConfigGroup:
     spec_hash: str
     records: list[ResultRecord] = field(default_factory=list)  # one per seed, by seed
     display: str = ""
-    trust: str = REPRODUCED  # the weakest trust level of its results (harness.trust)
+    trust: str = REPRODUCED  # the weakest trust level of its results (harness.store.trust)
 
     @property
     def retriever(self) -> str:
@@ -178,7 +178,7 @@ class ConfigGroup:
 
     @property
     def checked(self) -> frozenset[str] | None:
-        """The figures checked here on every seed (:func:`harness.trust.checked_measures`):
+        """The figures checked here on every seed (:func:`harness.store.trust.checked_measures`):
         ``None`` when every result was computed here (all of them)."""
         sets = [c for c in (checked_measures(r.extra) for r in self.records) if c is not None]
         return frozenset.intersection(*sets) if sets else None

@@ -60,12 +60,12 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import UserError
-from harness.store import ResultRecord, Store
+from harness.core.errors import UserError
+from harness.store.results import ResultRecord, Store
 
 from .compare import N_RESAMPLES, compare
 from .pages import PAGES
-from .pages.common import Site, sort_script, write
+from .pages.page import Site, sort_script, write
 from .text import SLUG_CHARS, slugify
 
 # the list of pages a render wrote, so the next render into the same folder removes the pages that

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from harness.protocols import RunContext
-from harness.ranking import run_from_matrix
+from harness.core.topk import run_from_matrix
 from harness.registry import added_param, choice_param, register
 from harness.types import Corpus, Query, Run
 from . import citations

@@ -7,7 +7,7 @@ the float32 sum of the impacts of its query terms, added in query-term order, du
 the same additions, in the same order, as bm25s's own scorer, so scores are bit-identical to it.
 
 Top k: score descending, ties by lower document index, documents scoring ≤ 0 left out (the
-contract of :func:`harness.ranking.topk_indices`).
+contract of :func:`harness.core.topk.topk_indices`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ out (the NNN paper's text names no authors or year, so its entry has neither).""
 
 from __future__ import annotations
 
-from harness.citation import Citation
+from harness.core.citation import Citation
 
 CODER = Citation(
     "yin2026coder", "CoDeR: Local Constraint-Compatible Retrieval Beyond Semantic Similarity",

@@ -63,7 +63,7 @@ The compatibility encoder (``compat_model``):
   Group 2 ablation: e.g. ``compat_model=all-MiniLM-L6-v2``).
 
 A trained encoder's card lists the benchmark splits, ids and text digests it was trained on; the
-runner refuses to score it on anything that shares them (:mod:`harness.leakage`).
+runner refuses to score it on anything that shares them (:mod:`harness.core.leakage`).
 
 After evaluation the retriever records the score separation of CoDeR's Fig. 9 for the reports
 (``extra.analysis.score_separation``): for every query with a satisfying and a violating
@@ -82,10 +82,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.data import DataError, default_data_dir
-from harness.encoders import DEFAULT_ENCODER, EncoderPool
-from harness.leakage import TrainingData
+from harness.models.encoders import DEFAULT_ENCODER, EncoderPool
+from harness.core.leakage import TrainingData
 from harness.protocols import RunContext
-from harness.ranking import run_from_matrix
+from harness.core.topk import run_from_matrix
 from harness.registry import load_benchmark, register
 from harness.types import Benchmark, Corpus, Query, Run
 from . import citations

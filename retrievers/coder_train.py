@@ -29,7 +29,7 @@ The artifact is a sentence-transformers model directory plus ``coder_card.json``
 its fingerprint, configuration, per-stage data hashes, triplet and step counts, loss curve and
 wall time, seed, library versions, device, and the training data (benchmark versions, the query
 and document ids used, and SHA-256 digests of their texts) that the runner checks before it
-scores the encoder anywhere (:mod:`harness.leakage`). Artifacts live under
+scores the encoder anywhere (:mod:`harness.core.leakage`). Artifacts live under
 ``$BEYONDSIM_HOME/models/coder/<config hash>/`` and are written atomically (trained in a temporary
 directory, then renamed), so a crash never leaves a half-written model that looks finished.
 
@@ -53,11 +53,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from harness.encoders import DEFAULT_ENCODER, default_device, load_encoder, model_fingerprint
+from harness.models.encoders import DEFAULT_ENCODER, default_device, load_encoder, model_fingerprint
 from harness.protocols import NullProgress
-from harness.provenance import environment
-from harness.runner import seed_everything
-from harness.leakage import TrainingData, digests, family, text_digest
+from harness.store.provenance import environment
+from harness.run.runner import seed_everything
+from harness.core.leakage import TrainingData, digests, family, text_digest
 
 CARD = "coder_card.json"
 CARD_FORMAT = "beyondsim.coder-card/1"
@@ -141,7 +141,7 @@ def stage1_triplets(cfg: CoderTrainConfig, data_dir: Path | None, cache_dir: Pat
         if cfg.nltk_data:
             wn = cw.load_wordnet(Path(cfg.nltk_data), download=False, cache_dir=cache_dir / "nltk_data")
         else:  # NLTK's path, the tarball in the data directory, Debian's wordnet-base
-            from harness.wordnet import load_wordnet
+            from harness.data.wordnet import load_wordnet
 
             wn = load_wordnet(data_dir, online=False)
         # val_ratio 0: the authors' released file holds every anchor (train and val together)

@@ -78,7 +78,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from harness.wordnet import WordNetUnavailable, extract_wordnet_tarball
+from harness.data.wordnet import WordNetUnavailable, extract_wordnet_tarball
 from harness.data import default_home
 
 __all__ = [

@@ -73,10 +73,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.data import default_data_dir
-from harness.encoders import model_fingerprint
-from harness.leakage import TrainingData, digests, family, text_digest
+from harness.models.encoders import model_fingerprint
+from harness.core.leakage import TrainingData, digests, family, text_digest
 from harness.protocols import RunContext
-from harness.provenance import environment
+from harness.store.provenance import environment
 from harness.registry import load_benchmark, register, spec_params
 from harness.types import Benchmark, Corpus, Query
 from . import citations

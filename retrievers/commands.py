@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common import fail as _fail
+from harness.cli.console import fail as _fail
 from harness.cli.options import TYPER_SETTINGS, DataDirOpt, HomeOpt, LlmBaseUrlOpt, LlmModelOpt
 
 deo_app = typer.Typer(help="DEO's query decomposers.", **TYPER_SETTINGS)
@@ -37,7 +37,7 @@ def deo_agreement(
     """How often the rule-based decomposer (deo-rules) agrees with the LLM's (deo) on a benchmark's
     queries, as JSON; the LLM replies come from the shared cache when a deo run already asked them."""
     from harness.data import default_data_dir, default_home
-    from harness.llm import LLMClient, LLMSettings
+    from harness.models.llm import LLMClient, LLMSettings
     from harness.registry import load_benchmark
 
     from .deo import DeoParams, decomposer_agreement

@@ -7,8 +7,8 @@ embeddings are cached on disk by the pool, so a second run re-encodes nothing. Q
 prefixes are parameters (e.g. BGE's ``"Represent this sentence for searching relevant passages: "``).
 ``pooling`` picks how token states become one vector: ``auto`` keeps a model's sentence-transformers
 config and gives a hub model without one the pooling its model card prescribes
-(:func:`harness.encoders.resolve_pooling`); ``mean``, ``cls``, ``max`` or ``lasttoken`` override it.
-``backend`` says what runs the encoder (:data:`harness.encoders.BACKENDS`): ``torch`` (default),
+(:func:`harness.models.encoders.resolve_pooling`); ``mean``, ``cls``, ``max`` or ``lasttoken`` override it.
+``backend`` says what runs the encoder (:data:`harness.models.encoders.BACKENDS`): ``torch`` (default),
 ``onnx`` (its transformer exported to ONNX once, cached beside the embeddings, and run by ONNX
 Runtime on the CPU: torch's embeddings to rounding) or ``onnx-int8`` (the export's weights quantised
 to int8: a different model, whose embeddings and rankings differ); every method whose parameters
@@ -23,10 +23,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.encoders import (BACKENDS, DEFAULT_BACKEND, DEFAULT_ENCODER, POOLING_CHOICES, EncoderPool,
-                              card_normalization, resolve_pooling)
+from harness.models.encoders import (BACKENDS, DEFAULT_BACKEND, DEFAULT_ENCODER, POOLING_CHOICES, EncoderPool,
+                                     card_normalization, resolve_pooling)
 from harness.protocols import RunContext
-from harness.ranking import run_from_matrix
+from harness.core.topk import run_from_matrix
 from harness.registry import added_param, register
 from harness.types import Corpus, Query, Run
 from . import citations
@@ -93,7 +93,7 @@ class DenseIndex:
 
     @property
     def backend(self) -> str:
-        """What runs the encoder (:data:`harness.encoders.BACKENDS`); ``torch`` for params without a
+        """What runs the encoder (:data:`harness.models.encoders.BACKENDS`); ``torch`` for params without a
         ``backend`` field."""
         return getattr(self.params, "backend", DEFAULT_BACKEND)
 

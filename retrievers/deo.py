@@ -38,8 +38,8 @@ from typing import IO, Any, Sequence
 import numpy as np
 import torch
 
-from harness.encoders import DEFAULT_ENCODER
-from harness.llm import ChatRequest, LLMClient, extract_json_object
+from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.llm import ChatRequest, LLMClient, extract_json_object
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Benchmark, Query
@@ -314,7 +314,7 @@ def decomposer_agreement(benchmarks: Sequence[Benchmark], llm: LLMClient, params
     """``beyondsim deo agreement``: per benchmark, the agreement of ``deo-rules`` with the LLM
     decomposition of its evaluated queries (:func:`compare_decomposers`, through the shared LLM
     cache) and the LLM calls that took; each query's row goes to ``rows`` as a JSON line."""
-    from harness.ledger import Ledger, call_totals
+    from harness.core.ledger import Ledger, call_totals
 
     out: dict[str, Any] = {}
     for bench in benchmarks:

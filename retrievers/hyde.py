@@ -25,8 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.encoders import DEFAULT_ENCODER
-from harness.llm import ChatRequest, LLMClient
+from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Query

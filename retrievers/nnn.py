@@ -49,7 +49,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from harness.encoders import DEFAULT_ENCODER
+from harness.models.encoders import DEFAULT_ENCODER
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Corpus, Query, Run

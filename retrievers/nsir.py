@@ -11,7 +11,7 @@ arXiv:2505.22299), a reranker of a dense top-N (default 100).
    reply with none to the text itself (counted in the ledger: ``nsir.logic.*``). A document is
    translated once per text: within a run whatever number of queries retrieve it, and across runs
    by the response cache (the request is the same, so the cache answers it). Those calls carry the
-   purpose suffix :data:`harness.audit.PER_DOCUMENT`, so ``beyondsim audit --project`` caps their
+   purpose suffix :data:`harness.cost.audit.PER_DOCUMENT`, so ``beyondsim audit --project`` caps their
    projected number at the corpus size.
 3. **Logic alignment.** The token states ``T`` (m × d) of the text and ``F`` (n × d) of its logic
    form (the last layer of the same encoder, special tokens included; ``c`` the unit-length state of
@@ -54,9 +54,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.audit import PER_DOCUMENT
-from harness.encoders import DEFAULT_ENCODER
-from harness.llm import ChatRequest, LLMClient
+from harness.cost.audit import PER_DOCUMENT
+from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Corpus, Query, Run

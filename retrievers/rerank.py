@@ -44,8 +44,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from harness.encoders import EncoderError, default_device, hub_offline_uncached, one_line, resolve_model
-from harness.ledger import PHASES
+from harness.models.encoders import EncoderError, default_device, hub_offline_uncached, one_line, resolve_model
+from harness.core.ledger import PHASES
 from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable, RunContext, Trainable)
 from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
                               make_spec, params_class, register, retriever_info)
@@ -159,7 +159,7 @@ def cross_encoder_loaded(name: str, device: str | None = None, max_length: int |
 def load_cross_encoder(name: str, device: str | None = None, max_length: int | None = None) -> Any:
     """A ``sentence_transformers.CrossEncoder`` for ``name`` (a local directory, a packaged model or
     a hub name), loaded once per process; local and packaged models never touch the network. A
-    model that cannot be loaded is an :class:`~harness.encoders.EncoderError` of one line."""
+    model that cannot be loaded is an :class:`~harness.models.encoders.EncoderError` of one line."""
     rm = resolve_model(name)
     where = ("the Hugging Face hub (offline, give a local directory: rerank.model=PATH)"
              if rm.source == "hub" else f"{rm.source} directory {rm.path}")

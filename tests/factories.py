@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
+from harness.store.results import BenchmarkInfo, MeasureValue, ResultRecord, Store, result_key
 from harness.types import Benchmark, Corpus, Document, Judgments, Query
 
 HV = "0"  # the harness version of a built record unless told
@@ -24,7 +24,7 @@ def make_record(label: str = "bm25", *, retriever: str | None = None, benchmark:
                 n_missing: int = 0, **fields: Any) -> ResultRecord:
     """One result. By default the retriever is the label, the spec hash ``h<label>``, the spec
     ``{"retriever", "params": {}}``, the version ``v-<benchmark>``, the key
-    :func:`harness.store.result_key` of them, and ``n_queries`` the number of queries of the first
+    :func:`harness.store.results.result_key` of them, and ``n_queries`` the number of queries of the first
     per-query column (else 10). ``fields`` sets any other :class:`ResultRecord` field (``phases``,
     ``llm_calls``, ``rankings``, ``extra``, ``created_at``, …)."""
     retriever = retriever if retriever is not None else label

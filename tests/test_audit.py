@@ -1,4 +1,4 @@
-"""The cost audit (harness/audit.py and `beyondsim audit`) on hand-made results: group sums, cache
+"""The cost audit (harness/cost/audit.py and `beyondsim audit`) on hand-made results: group sums, cache
 hits apart from billed calls, --since, unknown prices kept unknown, and the suite projection."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 
 from rich.console import Console
 
-from harness import audit as A
-from harness import audit_tables as T
-from harness.ledger import CallJournal, LLMCall, RunTag
-from harness.llm import Price, cache_file
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
+from harness.cost import audit as A
+from harness.cost import tables as T
+from harness.core.ledger import CallJournal, LLMCall, RunTag
+from harness.models.llm import Price, cache_file
+from harness.store.results import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from tests.factories import make_record
 from tests.test_cli import invoke
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from benchmarks.beir import BeirBenchmark, BeirFolder
 from harness.cli import app
 from harness.data import DataError, read_json
-from harness.store import Store
+from harness.store.results import Store
 
 DOCS = [{"_id": "d1", "title": "Cats", "text": "Cats purr."}, {"_id": "d2", "title": "Dogs", "text": "Dogs bark."}]
 QUERIES = [{"_id": "q1", "text": "do cats purr"}, {"_id": "q2", "text": "why dogs bark"}]

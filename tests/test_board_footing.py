@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness import registry
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
+from harness.store.results import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from reports import compare, render_site
 from reports.compare import headline_set, local_display
 from tests.dom import parse

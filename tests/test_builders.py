@@ -498,7 +498,7 @@ def test_wordnet_tarball_extracts_safely(tmp_path: Path) -> None:
 
 
 def test_wordnet_missing_says_where_it_looked(tmp_path: Path) -> None:
-    from harness.wordnet import _find_wordnet
+    from harness.data.wordnet import _find_wordnet
 
     with pytest.raises(B.WordNetUnavailable) as err:
         _find_wordnet(tmp_path / "no-data", False, home=tmp_path / "home", system_dirs=(tmp_path / "nowhere",),

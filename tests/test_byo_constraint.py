@@ -16,7 +16,7 @@ from benchmarks.beir import BeirBenchmark, BeirFolder
 from harness.cli import app
 from harness.data import DataError
 from harness.measures import evaluate
-from harness.store import Store
+from harness.store.results import Store
 from harness.types import Run
 
 HOTELS = {

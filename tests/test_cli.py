@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.store import Store
+from harness.store.results import Store
 
 DOCS = {
     "d1": "Aspirin reduces the risk of heart attack in adults.",
@@ -174,7 +174,7 @@ def test_export_trec_runs_reproduce_measures(dataset: Path, home: Path, tmp_path
     import yaml
 
     from harness import __version__
-    from harness.cost import Costs
+    from harness.cost.figures import Costs
 
     meta_path = path.with_name(path.name[:-len(".trec")] + ".ir-metadata.yml")
     text = meta_path.read_text()

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from harness.registry import load_benchmark, make_spec
-from harness.runner import Runner, Settings
-from harness.store import Store
+from harness.run.runner import Runner, Settings
+from harness.store.results import Store
 
 from conftest import SHARED_DATA
 
@@ -72,7 +72,7 @@ def _minilm_scores(bench, home: Path) -> tuple[np.ndarray, np.ndarray]:
     """All query-document cosines under MiniLM (``(queries, documents)``) and each query's top 100
     documents by them: the candidates and s_T (and, with MiniLM standing in, s_C). The embeddings
     come from the runs' cache; the ranking is computed here."""
-    from harness.encoders import EncoderPool
+    from harness.models.encoders import EncoderPool
 
     pool = EncoderPool(home / "cache", "cpu")
     d = pool.encode("all-MiniLM-L6-v2", bench.corpus.texts())

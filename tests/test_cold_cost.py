@@ -1,4 +1,4 @@
-"""Cold-equivalent cost (harness/cost.py): a result that reuses cached embeddings and a model it did
+"""Cold-equivalent cost (harness/cost/figures.py): a result that reuses cached embeddings and a model it did
 not load is charged what they cost to compute, so its cold offline cost does not depend on what ran
 before it, while its this-run figure shows the cache hit. Real runs of dense and nnn-fix on the
 CoDeR antonym diagnostic (210 passages) with all-MiniLM-L6-v2 on the CPU."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cost import Costs, Money, derive_cold, result_cost
-from harness.store import Store
+from harness.cost.figures import Costs, Money, derive_cold, result_cost
+from harness.store.results import Store
 from tests.factories import make_record
 from tests.test_cli import invoke
 

@@ -14,12 +14,12 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from harness.leakage import LeakageError, check_unseen
+from harness.core.leakage import LeakageError, check_unseen
 from harness.protocols import DeclaresTrainingData, RunContext, Trainable
 from harness.registry import get_retriever_class, retriever_info
 from harness.types import Benchmark, Corpus, Document, Query
 from tests.factories import make_benchmark, make_corpus
-from harness.encoders import model_fingerprint
+from harness.models.encoders import model_fingerprint
 from retrievers.colt import COLT, ColtParams, artifact_key, declared_training_data, parse_grid
 from retrievers.colt_train import (ColtModel, ValSet, bipartite, build_graph, candidate_lists, edge_dropout,
                                    info_nce, laplace, multi_label_loss, propagate, row_mean, to_torch)
@@ -318,8 +318,8 @@ def write_folder(root: Path) -> Path:
 
 def test_runner_fits_on_train_checks_leakage_and_records_the_fit(tmp_path: Path) -> None:
     from harness.registry import make_spec
-    from harness.runner import Runner, Settings
-    from harness.store import Store
+    from harness.run.runner import Runner, Settings
+    from harness.store.results import Store
 
     data = write_folder(tmp_path / "tools")
     store = Store(tmp_path / "h" / "results.sqlite")

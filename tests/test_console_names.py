@@ -17,7 +17,7 @@ from rich.console import Console
 from harness.cli import LineProgress, RichProgress, app, progress_for
 from harness.data import MissingDataError
 from harness.registry import MAX_LABEL_CHARS, RegistryError, get_retriever_class, get_suite, load_benchmark
-from harness.store import Store
+from harness.store.results import Store
 from reports.site import SLUG_CHARS, slugify
 from tests.test_cli import invoke, make_beir
 

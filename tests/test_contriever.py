@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import encoders
-from harness.encoders import EncoderError, EncoderPool, resolve_pooling
+from harness.models import encoders
+from harness.models.encoders import EncoderError, EncoderPool, resolve_pooling
 from harness.protocols import RunContext
 from harness.registry import get_retriever_class, make_spec, retriever_info
 from harness.types import Corpus, Query

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.registry import reference_files
-from harness.store import Store
-from harness.trust import is_reference, trust_of
+from harness.store.results import Store
+from harness.store.trust import is_reference, trust_of
 
 pytestmark = pytest.mark.slow
 

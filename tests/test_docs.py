@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import docs_tables
+from harness.record import docs_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

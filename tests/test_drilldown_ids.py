@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.store import BenchmarkInfo, MeasureValue
+from harness.store.results import BenchmarkInfo, MeasureValue
 from harness.types import Document, Query
 from reports import render_site
 from reports.pages import drilldown

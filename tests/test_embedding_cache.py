@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.encoders import EmbeddingCache, EncoderPool, file_checksum
+from harness.models.encoders import EmbeddingCache, EncoderPool, file_checksum
 
 MODEL = "all-MiniLM-L6-v2"
 TEXTS = ["Aspirin reduces the risk of heart attack.", "Dogs bark at night.", "Green tea lowers cholesterol."]

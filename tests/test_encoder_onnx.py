@@ -1,4 +1,4 @@
-"""The onnx encoder backends (harness/encoders.py): the packaged MiniLM exported to ONNX once per
+"""The onnx encoder backends (harness/models/encoders.py): the packaged MiniLM exported to ONNX once per
 cache, run by ONNX Runtime through sentence-transformers' own pooling; fp32 gives torch's embeddings,
 int8 a measurably different model; the export is cached with its checksum, and a damaged one is
 reported, removed and made again. The torch backend keeps the cache keys and spec hashes it had."""
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness import encoders
-from harness.embedding_cache import _texts_hash
-from harness.encoders import BACKENDS, EncoderError, EncoderPool, cached_onnx_file, load_encoder
-from harness.errors import UserError
+from harness.models import encoders
+from harness.models.embedding_cache import _texts_hash
+from harness.models.encoders import BACKENDS, EncoderError, EncoderPool, cached_onnx_file, load_encoder
+from harness.core.errors import UserError
 from harness.protocols import RunContext
 from harness.registry import make_spec
 from harness.types import Corpus, Document, Query
@@ -269,8 +269,8 @@ def test_dense_retriever_runs_with_the_onnx_backend(onnx_pool: EncoderPool) -> N
 
 @pytest.mark.slow
 def test_dense_ndcg_is_the_same_with_the_onnx_backend(home: Path, shared_data: Path, share_embeddings) -> None:
-    from harness.runner import Runner, Settings
-    from harness.store import Store
+    from harness.run.runner import Runner, Settings
+    from harness.store.results import Store
 
     share_embeddings(home)  # torch's embeddings of SciFact etc. may be there already
     benchmarks = [b for b in ("beir/scifact", "nevir", "negconstraint") if (shared_data / b).is_dir()]

@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.exchange import CONTENT_KIND, EXPORT_SCHEMA, export_record
-from harness.store import CONTENT_DEPTH, MeasureValue, Store, result_key
+from harness.store.exchange import CONTENT_KIND, EXPORT_SCHEMA, export_record
+from harness.store.results import CONTENT_DEPTH, MeasureValue, Store, result_key
 from reports.site import render_site
 from tests.test_cli import DOCS, QUERIES, make_beir
 
@@ -468,7 +468,7 @@ def test_a_module_class_retriever_in_a_results_file_is_refused_and_never_importe
     with Store(home / "results.sqlite") as store:
         assert comparable(store) == before
     # a store that holds such a result (run here with `run MODULE:Class`): every reader shows it as text
-    from harness.exchange import ImportedLine, read_export
+    from harness.store.exchange import ImportedLine, read_export
 
     [_, ok] = read_export([json.dumps(r1)] * 2, "x")
     assert isinstance(ok, ImportedLine)

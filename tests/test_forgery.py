@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness import registry
-from harness.reference import write_bundle
-from harness.store import IMPORTED, Store, result_key
+from harness.record.bundle import write_bundle
+from harness.store.results import IMPORTED, Store, result_key
 from reports.compare import ConfigGroup, REFERENCE, compare, significance
 from tests.test_cli import invoke, make_beir
 
@@ -309,7 +309,7 @@ def test_a_store_made_before_slots_keeps_every_result_in_its_slot(tmp_path: Path
     beside an import of the same key."""
     import sqlite3
 
-    from harness import store as store_mod
+    from harness.store import results as store_mod
 
     old_schema = (store_mod.SCHEMA.replace("  key TEXT NOT NULL,", "  key TEXT NOT NULL UNIQUE,")
                   .replace(",\n  slot TEXT NOT NULL DEFAULT 'own',\n  UNIQUE (key, slot)", ""))

@@ -14,10 +14,10 @@ pytest.importorskip("openai")
 
 from fake_llm import FakeLLMServer  # noqa: E402
 
-from harness.ledger import Ledger  # noqa: E402
-from harness.llm import LLMClient, LLMSettings  # noqa: E402
+from harness.core.ledger import Ledger  # noqa: E402
+from harness.models.llm import LLMClient, LLMSettings  # noqa: E402
 from harness.protocols import RunContext  # noqa: E402
-from harness.store import Store  # noqa: E402
+from harness.store.results import Store  # noqa: E402
 from harness.types import Corpus, Query  # noqa: E402
 from tests.factories import make_corpus  # noqa: E402
 from retrievers.deo import DEO, DeoParams, deo_loss, optimise_embeddings, parse_decomposition  # noqa: E402

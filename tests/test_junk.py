@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import Store
+from harness.store.results import Store
 from reports.compare import CHANCE_LEVEL, Leaderboard, compare
 from tests.dom import parse
 from tests.test_site import table_rows

@@ -251,3 +251,116 @@ def test_the_modules_of_the_command_line_import_each_other_without_a_cycle() -> 
     for module in sorted(edges):
         visit(module, ())
     assert "__init__" not in set().union(*edges.values())  # no verb module reaches back to the app
+
+
+# -- the layers of harness (ARCHITECTURE.md#the-layers) ----------------------------------------------
+
+LAYERS = ("core", "data", "measures", "models", "store", "cost", "run", "record", "cli")
+"""The engine's sub-packages, bottom first: a module may import its own layer and the layers before it."""
+ALIASES = {"types": "core", "registry": "core", "protocols": "core"}
+"""Top-level modules of ``harness`` that are public names of a module in a layer (plug-ins import them)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(HARNESS.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, name: str | None = None) -> set[str]:
+    """The ``harness`` modules ``path`` imports at run time (lazy imports inside functions included,
+    ``if TYPE_CHECKING:`` blocks left out: a name used only in annotations is no import), resolved to
+    absolute dotted names (``from . import x`` gives the submodule ``x`` when there is one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    name = name or _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "harness"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "harness":
+                continue
+            subs = {f"{module}.{a.name}" for a in node.names
+                    if (HARNESS.parent / f"{module}.{a.name}".replace(".", "/")).with_suffix(".py").exists()
+                    or (HARNESS.parent / f"{module}.{a.name}".replace(".", "/") / "__init__.py").exists()}
+            out |= subs or {module}
+            if len(subs) < len(node.names):
+                out.add(module)
+    return out - {name}
+
+
+def _layer(module: str) -> str | None:
+    """The layer of a dotted ``harness`` module name; ``None`` for the package itself (its version)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None
+    return ALIASES.get(parts[1], parts[1])
+
+
+def test_harness_is_layers_and_its_top_level_holds_few_modules() -> None:
+    top = sorted(p.name for p in HARNESS.glob("*.py"))
+    assert top == ["__init__.py", *sorted(f"{a}.py" for a in ALIASES)], top
+    assert len(top) <= 8
+    packages = sorted(p.name for p in HARNESS.iterdir() if (p / "__init__.py").exists())
+    assert set(packages) == set(LAYERS), packages
+
+
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_a_public_top_level_name_is_its_module(name: str) -> None:
+    import importlib
+
+    public = importlib.import_module(f"harness.{name}")
+    assert public is importlib.import_module(f"harness.{ALIASES[name]}.{name}")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(HARNESS)))
+def test_a_module_imports_only_its_own_layer_and_those_below(path: Path) -> None:
+    own = _layer(_module_name(path))
+    if own is None or path.parent == HARNESS:
+        assert not any(_layer(m) for m in _runtime_imports(path) if m != "harness") or path.stem in ALIASES
+        return
+    above = sorted(m for m in _runtime_imports(path)
+                   if _layer(m) is not None and LAYERS.index(_layer(m)) > LAYERS.index(own))
+    assert not above, f"{path.relative_to(HARNESS.parent)} (layer {own}) imports from above: {above}"
+
+
+def test_the_layering_check_sees_an_import_from_above(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ..run.runner import Runner\nfrom . import readers\n"
+                     "if TYPE_CHECKING:\n    from ..store.results import Store\n", encoding="utf-8")
+    imported = _runtime_imports(probe, "harness.data.probe")
+    assert imported == {"harness.run.runner", "harness.data.readers"}
+    imported.discard("harness.data.readers")
+    assert imported == {"harness.run.runner"}
+    assert LAYERS.index(_layer("harness.run.runner")) > LAYERS.index("data")
+
+
+def test_no_import_cycle_between_the_modules_of_harness() -> None:
+    """Run-time imports between harness's modules (lazy ones included) form no cycle; a package's
+    ``__init__`` counts as a module of its own."""
+    names = {_module_name(p): p for p in MODULES}
+    edges = {n: {m for m in _runtime_imports(p) if m in names and m != n} for n, p in names.items()}
+    # importing a submodule runs its package's __init__ first, which is no edge back to the submodule
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module in done:
+            return
+        for target in sorted(edges[module]):
+            visit(target, (*path, module))
+        done.add(module)
+
+    for module in sorted(edges):
+        visit(module, ())

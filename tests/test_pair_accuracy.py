@@ -12,8 +12,8 @@ import pytest
 
 from harness.protocols import RunContext
 from harness.registry import load_benchmark, make_spec
-from harness.runner import Runner, Settings
-from harness.store import Store
+from harness.run.runner import Runner, Settings
+from harness.store.results import Store
 from harness.types import Corpus, Document, Query
 from retrievers.bm25 import BM25Retriever
 from retrievers.dense import DenseRetriever

@@ -26,13 +26,13 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from fake_llm import FakeLLMServer  # noqa: E402
-from harness import distributed  # noqa: E402
-from harness.encoders import EmbeddingCache, EncoderPool  # noqa: E402
-from harness.ledger import read_journal  # noqa: E402
-from harness.llm import LLMSettings, cache_file  # noqa: E402
+from harness.run import distributed  # noqa: E402
+from harness.models.encoders import EmbeddingCache, EncoderPool  # noqa: E402
+from harness.core.ledger import read_journal  # noqa: E402
+from harness.models.llm import LLMSettings, cache_file  # noqa: E402
 from harness.registry import make_spec  # noqa: E402
-from harness.runner import Settings  # noqa: E402
-from harness.store import Store  # noqa: E402
+from harness.run.runner import Settings  # noqa: E402
+from harness.store.results import Store  # noqa: E402
 from tests.conftest import SHARED_DATA  # noqa: E402
 from tests.test_cli import make_beir  # noqa: E402
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness import registry
-from harness.reference import META_KEY, bundle_id, load_plan, PlanError
-from harness.store import Store
-from harness.trust import is_reference, trust_of
+from harness.record.bundle import META_KEY, bundle_id, load_plan, PlanError
+from harness.store.results import Store
+from harness.store.trust import is_reference, trust_of
 from tests.dom import parse
 from tests.test_cli import invoke, make_beir
 from tests.test_site import table_rows

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.store import BenchmarkInfo, MeasureValue, Store, result_key
+from harness.store.results import BenchmarkInfo, MeasureValue, Store, result_key
 from reports import render_site, summary_rows
 from reports import text
 from reports.compare import measure_higher_is_better
-from reports.pages.common import TEMPLATES, environment, sort_script
+from reports.pages.page import TEMPLATES, environment, sort_script
 from tests.dom import Node, parse
 from tests.factories import llm_call, make_record, make_store
 

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.registry import load_benchmark, make_spec, reference_files
-from harness.reproduce import (DIRECTION, FAIL, OK, OKISH, PUBLISHED, REFERENCE, SKIP, MatrixError, Row, claim_holds,
-                               load_matrix, paired_difference, read_matrix, reference_rows, reproduce, select,
-                               shipped_matrix, status_of)
-from harness.runner import Settings
-from harness.store import Store
-from harness.trust import reproduced_keys
+from harness.record.reproduce import (DIRECTION, FAIL, OK, OKISH, PUBLISHED, REFERENCE, SKIP, MatrixError, Row,
+                                      claim_holds, load_matrix, paired_difference, read_matrix, reference_rows,
+                                      reproduce, select, shipped_matrix, status_of)
+from harness.run.runner import Settings
+from harness.store.results import Store
+from harness.store.trust import reproduced_keys
 from tests.conftest import SHARED_DATA
 from tests.test_submit import make_constraint_set
 
@@ -377,7 +377,7 @@ def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measur
     """`reproduce --ray ADDRESS` hands every job to the runner `run --ray` uses (tests/test_ray.py runs
     that one on a real cluster); here the factory is watched and builds a local runner."""
     import harness.cli.cmd_reference as cmd_reference
-    from harness.runner import Runner
+    from harness.run.runner import Runner
 
     seen: list[object] = []
 
@@ -431,8 +431,8 @@ def test_derived_rows_follow_a_rebuilt_bundle(tiny: Path, tmp_path: Path) -> Non
     """A bundle rebuilt with one more configuration gives that configuration's rows, with the plan's
     tolerance and reason, and nothing copied by hand; a result of a configuration the plan lacks, or
     of another seed, gives none."""
-    from harness.reference import write_bundle
-    from harness.runner import Runner
+    from harness.record.bundle import write_bundle
+    from harness.run.runner import Runner
 
     name = load_benchmark(str(tiny), tiny.parent).name
     plan = tmp_path / "plan.toml"

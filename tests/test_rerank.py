@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.encoders import EncoderError, EncoderPool
-from harness.ledger import Ledger
+from harness.models.encoders import EncoderError, EncoderPool
+from harness.core.ledger import Ledger
 from harness.protocols import DeclaresTrainingData, Preparable, RunContext, Scorer, Trainable
 from harness.registry import get_retriever_class, make_spec, retriever_info
 from harness.types import Corpus, Document, Query
@@ -187,7 +187,7 @@ def test_a_hub_reranker_offline_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_run_through_the_cli_keys_labels_and_times_both_stages(cross_encoder_dir: Path, tmp_path: Path,
                                                               home: Path) -> None:
-    from harness.store import Store
+    from harness.store.results import Store
     from tests.test_cli import invoke, make_beir
 
     data = make_beir(tmp_path / "tiny")

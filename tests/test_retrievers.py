@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from harness.encoders import EncoderPool, resolve_model
+from harness.models.encoders import EncoderPool, resolve_model
 from harness.protocols import RunContext
-from harness.ranking import topk_indices
+from harness.core.topk import topk_indices
 from harness.types import Corpus, Document, Query
 from retrievers.bm25 import BM25Params, BM25Retriever
 from retrievers.dense import DenseParams, DenseRetriever
@@ -227,7 +227,7 @@ def test_bm25_search_batches_and_small_k() -> None:
 
 
 def test_run_from_matrix_empty_slots() -> None:
-    from harness.ranking import run_from_matrix
+    from harness.core.topk import run_from_matrix
 
     ids = ["a", "b", "c", "d"]
     idx = np.array([[2, 0, -1], [3, 1, 0], [-1, -1, -1]])

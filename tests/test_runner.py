@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from harness.registry import make_spec
-from harness.runner import Runner, Settings
-from harness.store import Store
+from harness.run.runner import Runner, Settings
+from harness.store.results import Store
 from tests.test_cli import make_beir
 
 USER_MODULE = '''
@@ -242,7 +242,7 @@ def test_a_plain_mapping_from_search_scores_the_same_as_a_run(tmp_path: Path, us
     ({1: [("d1", 0.5)]}, "key int 1 is not a query id"),
 ])
 def test_anything_else_from_search_is_refused_in_one_line(tmp_path: Path, user_module: str, bad, says) -> None:
-    from harness.errors import UserError
+    from harness.core.errors import UserError
     from harness.types import RunError
 
     data = with_train_split(make_beir(tmp_path / "tiny"))

@@ -1,6 +1,6 @@
 """The multi-page leaderboard site (reports/site.py, reports/pages/), the comparison objects it is
 rendered from (reports/compare.py) and their JSON / Markdown / LaTeX tables (reports/tables.py) on
-a hand-made store: real numbers checked against harness.stats / harness.measures computed here
+a hand-made store: real numbers checked against harness.measures.stats / harness.measures computed here
 independently, every link resolved, no network reference, store strings escaped on every page."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import pytest
 
 from harness import registry
 from harness.measures import group_by
-from harness.stats import holm, paired_randomization_test
-from harness.store import BenchmarkInfo, MeasureValue, ResultRecord, Store
+from harness.measures.stats import holm, paired_randomization_test
+from harness.store.results import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from harness.types import Document, Query
 from reports import compare, plots, render_site, summary_rows
 from reports.pages import drilldown
-from reports.pages.common import TEMPLATES, environment, sort_script
+from reports.pages.page import TEMPLATES, environment, sort_script
 from reports.site import MANIFEST
 from reports.tables import combined, documents, md_escape, tex_escape
 from reports.text import fmt_num, measure_decimals
@@ -801,7 +801,7 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
                     assert f"vs {t.reference} " in cell.attrs["title"]
                     assert f"Holm-adjusted p = {t.p_adj:.4f}" in cell.attrs["title"]
 
-    # p-values: the paired test of harness.stats on the per-query means over seeds, Holm over the rows
+    # p-values: the paired test of harness.measures.stats on the per-query means over seeds, Holm over the rows
     negc_board = next(b for b in board.benchmarks if b.name == "negconstraint")
     row = {g.display: i for i, g in enumerate(negc_board.groups)}
     dense_avg = {q: (NDCG["dense0"][q] + NDCG["dense1"][q]) / 2 for q in QIDS}

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness.measures import parse_measure
-from harness.store import Store
+from harness.store.results import Store
 from tests.test_cli import invoke
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import harness.store as store_mod
-from harness.errors import UserError
-from harness.store import MeasureValue, Store, StoreError, open_store
+import harness.store.results as store_mod
+from harness.core.errors import UserError
+from harness.store.results import MeasureValue, Store, StoreError, open_store
 from reports.compare import compare
 from tests.factories import make_record, make_store
 

@@ -8,7 +8,7 @@ import multiprocessing as mp
 import sqlite3
 from pathlib import Path
 
-from harness.store import MeasureValue, ResultRecord, Store
+from harness.store.results import MeasureValue, ResultRecord, Store
 from tests.factories import llm_call, make_record
 
 KEY = "k" * 24

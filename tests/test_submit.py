@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.store import Store
+from harness.store.results import Store
 from tests.conftest import SHARED_DATA
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -271,7 +271,7 @@ def test_validation_lists_every_problem_before_any_work(broken_module: str, home
 
 
 def test_submit_config_file_and_seed_policy(broken_module: str, tmp_path: Path) -> None:
-    from harness.submit import SUBMIT_SEEDS_DETERMINISTIC, SUBMIT_SEEDS_TRAINABLE, submit_seeds
+    from harness.run.submit import SUBMIT_SEEDS_DETERMINISTIC, SUBMIT_SEEDS_TRAINABLE, submit_seeds
 
     mod = __import__(broken_module)
     assert submit_seeds(mod.NoSearch) == SUBMIT_SEEDS_TRAINABLE == (0, 1, 2)  # has fit
@@ -293,7 +293,7 @@ def _fake_editable_dist(site: Path, project: Path, dist: str, version: str) -> N
 
 
 def test_provenance_of_src_layout_editable_package_in_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.provenance import provenance
+    from harness.store.provenance import provenance
 
     uid = uuid.uuid4().hex[:8]
     pkg, dist = f"srcpkg_{uid}", f"src-pkg-{uid}"

@@ -1,5 +1,5 @@
 """What a reader can take away from the board (reports/pages/downloads.py, reports/pages/rowfacts.py,
-harness/citation.py, harness/model_facts.py): per-query files equal to the stored values, CIs in
+harness/core/citation.py, harness/models/facts.py): per-query files equal to the stored values, CIs in
 the tables' files, one BibTeX entry per registered paper, the training column and its overlap flag,
 and model facts read from the model."""
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from harness import registry
-from harness.citation import Citation
+from harness.core.citation import Citation
 from harness.registry import get_retriever_class, retriever_info
-from harness.stats import bootstrap_cis
+from harness.measures.stats import bootstrap_cis
 from tests.test_site import (ANT, NQ, SUITES, _mv, build_store, negc, read, record, render_with_suites,
                              table_rows)
 
@@ -197,9 +197,9 @@ def test_model_facts_shown_where_known(board):
 
 @pytest.mark.slow
 def test_model_facts_of_minilm_are_read_from_the_model(tmp_path):
-    from harness.encoders import EncoderPool
-    from harness.ledger import Ledger
-    from harness.model_facts import pool_facts
+    from harness.models.encoders import EncoderPool
+    from harness.core.ledger import Ledger
+    from harness.models.facts import pool_facts
 
     pool = EncoderPool(tmp_path / "cache", "cpu")
     pool.ledger = Ledger()
@@ -224,7 +224,7 @@ def test_dollar_scatter_beside_the_seconds_one(board):
     fig = root.by_id("overview-constraint-usd")
     points = {c.attrs["data-label"]: c for c in fig.iter("circle") if "data-label" in c.attrs}
     assert set(points) == {"hyde"}  # coder-seq calls one too, but ran one headline benchmark only
-    from harness.cost import Costs
+    from harness.cost.figures import Costs
 
     recs = [r for r in store.results() if r.label == "hyde"]
     costs = Costs(store.results())

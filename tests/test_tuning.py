@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.registry import make_spec
-from harness.runner import Runner, Settings
-from harness.store import Store
-from harness.tuning import grid_search, parse_grid, tuning_split
+from harness.run.runner import Runner, Settings
+from harness.store.results import Store
+from harness.run.tuning import grid_search, parse_grid, tuning_split
 from tests.test_cli import make_beir
 
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 import harness.cli.cmd_board as cmd_board
 from harness.cli import app, is_user_file
-from harness.errors import UserError
-from harness.store import Store
+from harness.core.errors import UserError
+from harness.store.results import Store
 from reports.site import MANIFEST
 from tests.test_cli import make_beir
 
@@ -132,11 +132,11 @@ def test_frames_of_the_standard_library_site_packages_and_our_packages_are_not_t
     import json as stdlib_module
 
     import numpy
-    import harness.runner
+    import harness.run.runner
 
     assert not is_user_file(stdlib_module.__file__)
     assert not is_user_file(numpy.__file__)
-    assert not is_user_file(harness.runner.__file__)
+    assert not is_user_file(harness.run.runner.__file__)
     assert not is_user_file("<frozen importlib._bootstrap>")
     assert is_user_file(str(tmp_path / "mine.py"))
 

@@ -22,12 +22,12 @@ from typer.testing import CliRunner
 
 from harness import registry
 from harness.cli import app
-from harness.exchange import read_export
+from harness.store.exchange import read_export
 from harness.registry import load_benchmark
-from harness.store import Store, result_key
-from harness.trust import trust_of
+from harness.store.results import Store, result_key
+from harness.store.trust import trust_of
 from harness.types import Run
-from harness.verify import verify_items
+from harness.record.verify import verify_items
 from reports.compare import compare
 from tests.test_cli import make_beir
 

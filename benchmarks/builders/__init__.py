@@ -34,7 +34,7 @@ Use :func:`load_wordnet` for WordNet offline (the data directory's ``nltk_data-w
 Debian's ``wordnet-base``, or ``online=True``).
 
 The modules, in dependency order: :mod:`.text` (sentences and passages), :mod:`.words` (word
-lists, whole-word matching, articles), :mod:`.lexicon` (cached WordNet look-ups),
+lists, whole-word matching, articles), :mod:`.wordnet_lookups` (cached WordNet look-ups),
 :mod:`.clauses` (which sentences make a query, and the query text), :mod:`.negation_rules`,
 :mod:`.built` (:class:`BuiltSet` and its files), :mod:`.construction` (sampling and the query
 pairs shared by the antonym and negation sets), :mod:`.antonym`, :mod:`.negation`, :mod:`.terms`
@@ -45,14 +45,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-# re-exported: the WordNet loader lives in harness.wordnet (CoDeR's trainer uses it too)
-from harness.wordnet import WORDNET_TARBALL, WordNetUnavailable, extract_wordnet_tarball, load_wordnet
+# re-exported: the WordNet loader lives in harness.data.wordnet (CoDeR's trainer uses it too)
+from harness.data.wordnet import WORDNET_TARBALL, WordNetUnavailable, extract_wordnet_tarball, load_wordnet
 
 from .antonym import _antonym_candidates, antonym_swap, build_antonym
 from .built import BUILDER_VERSION, SET_NAMES, BuiltSet
 from .clauses import CaseModel, clause_problem, make_query
 from .exclusion import build_exclusion
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .negation import build_negation, negation_from_released
 from .negation_rules import has_negation, negate
 from .terms import _aliases, _definitions, _related, _synonyms, abbreviates

@@ -11,7 +11,7 @@ from harness.types import Corpus
 from .built import BuiltSet
 from .clauses import CaseModel
 from .construction import _PairCandidate, _clause_sentences, _pair_set, _prepare, _wordnet
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .negation_rules import has_negation
 from .text import _Doc
 from .words import (STOPWORDS, _ALPHA_WORD, _WORD, _lower, contains_word, count_word, match_case,

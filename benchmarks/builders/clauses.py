@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .words import (ANAPHORA, BAD_START_PAIRS, BAD_STARTS, CONNECTIVES, REPORTING_WORDS, STOPWORDS, _WORD,
                     _lower, _positions_lower)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.types import Corpus
-from harness.wordnet import load_wordnet
+from harness.data.wordnet import load_wordnet
 
 from .built import BUILDER_VERSION, BuiltSet
 from .clauses import CaseModel, clause_problem, make_query
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .text import MIN_SENTENCES, _Doc, _split_doc
 from .words import _WORD
 

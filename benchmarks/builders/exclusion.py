@@ -14,7 +14,7 @@ from harness.types import Corpus
 from .built import BuiltSet
 from .clauses import CaseModel
 from .construction import _build_params, _sample, _wordnet
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .terms import (MAX_TERM_DOC_FRACTION, _DocFreq, _PassageWords, _aliases, _definitions, _doc_terms,
                     _related, _synonyms, _term_forms, _term_tokens, _variants)
 from .text import MIN_SENTENCES, _Doc, _split_doc

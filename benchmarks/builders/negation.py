@@ -13,7 +13,7 @@ from harness.types import Corpus
 from .built import BUILDER_VERSION, BuiltSet
 from .clauses import CaseModel, make_query
 from .construction import _PairCandidate, _clause_sentences, _first_word, _pair_set, _prepare, _wordnet
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .negation_rules import negate
 from .text import _Doc, split_sentences
 

@@ -4,7 +4,7 @@ safe rule."""
 from __future__ import annotations
 
 from .clauses import AUXILIARIES, MODALS
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .words import NEGATION_WORDS, STOPWORDS, _NEG_CONTRACTION, _WORD
 
 SUBORDINATORS = frozenset({

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from .lexicon import _WN
+from .wordnet_lookups import _WN
 from .words import STOPWORDS, _lower, _positions_lower, word_positions
 
 MAX_TERM_DOC_FRACTION = 0.05   # a salient term occurs in at most 5% of the corpus documents

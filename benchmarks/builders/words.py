@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from harness.text_lexicon import STOPWORDS  # noqa: F401  (the list the rules share with the decomposer)
+from harness.data.stopwords import STOPWORDS  # noqa: F401  (the list the rules share with the decomposer)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:['\u2019-][A-Za-z0-9]+)*")
 _ALPHA_WORD = re.compile(r"[A-Za-z]+")

@@ -4,11 +4,11 @@ The composition root: the only part of ``harness`` that imports ``reports`` (in
 :mod:`harness.cli.cmd_board`). Each verb group is a module (``cmd_run``: run, submit, train;
 ``cmd_tune``: tune, sweep; ``cmd_results``: export, import, verify, breakdown; ``cmd_board``:
 leaderboard, audit; ``cmd_data``; ``cmd_llm``; ``cmd_reference``: reference, reproduce;
-``cmd_list``); what they share is in :mod:`harness.cli.common` and :mod:`harness.cli.options`.
+``cmd_list``); what they share is in :mod:`harness.cli.console` and :mod:`harness.cli.options`.
 
-Errors: a :class:`harness.errors.UserError` (bad input, configuration or data, a retriever that
+Errors: a :class:`harness.core.errors.UserError` (bad input, configuration or data, a retriever that
 breaks the protocol) is printed as one plain line, ``error: …``, exit code 2 (or the code the
-command gave :func:`~harness.cli.common.fail`). An exception raised inside the user's own code (a
+command gave :func:`~harness.cli.console.fail`). An exception raised inside the user's own code (a
 submitted retriever, its parameter class) is reported as theirs: its type and message, then only
 the frames of their files; exit code 1. Anything else is a bug of ours and propagates with its
 traceback. ``--traceback`` or ``BEYONDSIM_TRACEBACK=1`` prints the whole traceback in both cases.
@@ -30,10 +30,10 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from .. import __version__
-from ..errors import UserError
-from ..registry import command_apps
+from ..core.errors import UserError
+from ..core.registry import command_apps
 from . import cmd_board, cmd_data, cmd_list, cmd_llm, cmd_reference, cmd_results, cmd_run, cmd_tune
-from .common import (CommandError, LineProgress, RichProgress, console, fail, home_dir, open_store, out,  # noqa: F401
+from .console import (CommandError, LineProgress, RichProgress, console, fail, home_dir, open_store, out,  # noqa: F401
                      progress_for)
 from .options import TYPER_SETTINGS
 

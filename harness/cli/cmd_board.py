@@ -10,10 +10,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..data import default_data_dir
-from ..registry import RegistryError, get_benchmark_loader, stored_benchmark_name, suites
-from ..store import Store
-from .common import console, fail, home_dir, open_store, out, warn
+from ..data.readers import default_data_dir
+from ..core.registry import RegistryError, get_benchmark_loader, stored_benchmark_name, suites
+from ..store.results import Store
+from .console import console, fail, home_dir, open_store, out, warn
 from .options import (DEFAULT_SITE, BenchmarkFilterOpt, DataDirOpt, HomeOpt, RetrieverFilterOpt, data_dir_option,
                       prices_option)
 
@@ -38,47 +38,48 @@ def reference_default() -> bool:
 
 def write_board(store: Store, out_dir: Path, fmt: str = "html", *, reference: Optional[bool] = None,
                 data_dir: Optional[Path] = None, force: bool = False) -> Path:
-    """Write the leaderboard in ``fmt``: the site (return its ``index.html``) or the tables of
-    :mod:`reports.tables` into ``out_dir`` (return it), or to stdout when ``out_dir`` is ``-``.
-    With ``reference`` the shipped reference results are brought into the store first (once per
-    bundle) and shown; without, they are left out of the pages (and stay in the store). ``None``:
-    :func:`reference_default`. A read-only store shows what it holds, without the bundle's new
-    results. ``force``: write the site into a folder that is not one (:func:`reports.site.render_site`)."""
-    from reports import compare, render_site  # the composition root may import reports
-    from reports.tables import combined, write_tables
+    """Bring the shipped reference results into the store (``reference``; ``None``:
+    :func:`reference_default`), then have :func:`reports.board.write_board` write the board in
+    ``fmt`` into ``out_dir`` (``-``: stdout); returns the site's ``index.html`` or ``out_dir``.
+    Without ``reference`` the shipped results are left out of the pages (and stay in the store); a
+    read-only store shows what it holds, without the bundle's new results."""
+    from reports.board import write_board as write  # the composition root may import reports
 
-    from ..reference import reference_filter
-    from ..registry import RegistryError, reference_files
-    from .cmd_reference import describe, import_bundle
+    from ..record.bundle import reference_filter
 
     if reference is None:
         reference = reference_default()
     if reference:
-        try:
-            bundle = reference_files().get("bundle")
-        except RegistryError as e:
-            bundle = None
-            warn(str(e))
-        if bundle is not None and bundle.exists() and getattr(store, "readonly", False):
-            warn(f"the store {store.path} is read-only: the reference bundle is not imported, the site shows what "
-                 "the store holds")
-        elif bundle is not None and bundle.exists():
-            report = import_bundle(store, bundle, default_data_dir(data_dir))
-            if report is not None and not report.skipped:
-                console.print(describe(report), soft_wrap=True)
-    include = reference_filter(reference)
+        _bring_in_the_bundle(store, data_dir)
+    paths = write(store, out_dir, fmt, include=reference_filter(reference), force=force)
     if fmt == "html":
-        index = render_site(store, out_dir, include=include, force=force)
-        console.print(f"leaderboard written to {index.resolve()}", highlight=False, soft_wrap=True)
-        return index
-    board = compare(store, include=include)
-    if str(out_dir) == "-":
-        sys.stdout.write(combined(board, fmt))
-        return out_dir
-    paths = write_tables(board, fmt, out_dir)
-    console.print(f"{len(paths)} {fmt} table{'s' if len(paths) != 1 else ''} written to {out_dir.resolve()}",
-                  highlight=False, soft_wrap=True)
+        console.print(f"leaderboard written to {paths[0].resolve()}", highlight=False, soft_wrap=True)
+        return paths[0]
+    if str(out_dir) != "-":
+        console.print(f"{len(paths)} {fmt} table{'s' if len(paths) != 1 else ''} written to {out_dir.resolve()}",
+                      highlight=False, soft_wrap=True)
     return out_dir
+
+
+def _bring_in_the_bundle(store: Store, data_dir: Optional[Path]) -> None:
+    """Import the shipped reference bundle into ``store`` once (its messages on the console)."""
+    from ..core.registry import reference_files
+    from .cmd_reference import describe, import_bundle
+
+    try:
+        bundle = reference_files().get("bundle")
+    except RegistryError as e:
+        warn(str(e))
+        return
+    if bundle is None or not bundle.exists():
+        return
+    if getattr(store, "readonly", False):
+        warn(f"the store {store.path} is read-only: the reference bundle is not imported, the site shows what the "
+             "store holds")
+        return
+    report = import_bundle(store, bundle, default_data_dir(data_dir))
+    if report is not None and not report.skipped:
+        console.print(describe(report), soft_wrap=True)
 
 
 def leaderboard(
@@ -134,7 +135,7 @@ def audit(
                              "paper's six settings: cold time s (offline + online), $ of new spend, tokens K, and "
                              "what is missing per cell."),
     prices: Annotated[Optional[Path], prices_option(
-        "Extra prices TOML for --project, on top of harness/prices.toml.")] = None,
+        "Extra prices TOML for --project, on top of harness/models/prices.toml.")] = None,
     data_dir: Annotated[Optional[Path], data_dir_option(
         "For --project: where to count the queries and documents of a benchmark the store has no record of (else "
         "BEYONDSIM_DATA, else ../shared/data).")] = None,
@@ -144,11 +145,10 @@ def audit(
     hits and billed calls, their tokens, and $ of new spend (a cache hit costs $0; a model without a
     price is "unknown", never $0, and a total with an unknown part shows its known part as "≥ $x").
     Seconds are cold (cached embeddings, models, trained encoders and LLM replies counted at what
-    computing them cost; harness/cost.py), with this run's seconds beside them (run_*_s in json/csv).
+    computing them cost; harness/cost/figures.py), with this run's seconds beside them (run_*_s in json/csv).
     The table adds a subtotal per retriever (--by pair) and a total row. --project estimates a suite."""
-    from .. import audit as audit_mod
-    from .. import audit_tables as tables
-    from ..cost import Costs
+    from ..cost import audit as audit_mod
+    from ..cost import tables
 
     if fmt not in ("table", "json", "csv"):
         fail("--format must be table, json or csv")
@@ -158,71 +158,58 @@ def audit(
         cutoff = audit_mod.parse_since(since) if since else None
     except ValueError as e:
         fail(str(e))
-    with open_store(home) as store:
-        benchmark = stored_benchmark_name(benchmark) if benchmark else None
-        stored = store.results(benchmark=benchmark, retriever=retriever)
-        records = audit_mod.select(stored, cutoff)
-        infos = store.benchmarks()
-        costs = Costs(store.results())  # every stored result: those without recorded reuse derive from the others
-    try:  # billed calls that no stored result holds (runs stopped by the budget, failed or killed)
-        unfinished = audit_mod.unfinished_runs(home_dir(home), stored, benchmark=benchmark, retriever=retriever,
-                                               since=cutoff)
-    except ValueError as e:
-        fail(str(e))
-    scope = ", ".join(s for s in (f"retriever {retriever}" if retriever else "",
-                                  f"benchmark {benchmark}" if benchmark else "",
-                                  f"since {cutoff.isoformat(timespec='seconds')}" if cutoff else "") if s)
     if project is not None:
         if by is not None or view != "full":
             fail("--project does not combine with --by or --view")
-        _audit_projection(audit_mod, records, infos, project, fmt, prices, data_dir, scope)
+        with open_store(home) as store:
+            benchmark = stored_benchmark_name(benchmark) if benchmark else None
+            _, records, infos, _ = audit_mod.select_from_store(store, retriever=retriever, benchmark=benchmark,
+                                                               since=cutoff)
+        _audit_projection(audit_mod, records, infos, project, fmt, prices, data_dir,
+                          audit_mod.scope_text(retriever, benchmark, cutoff))
         return
-    try:
-        if view == "paper" and by == "model":
-            raise ValueError("--view paper aggregates per method: it does not combine with --by model")
-        grouped = audit_mod.group(records + unfinished, by or "pair", costs)
-        if view == "paper":
-            paper, settings = audit_mod.paper_settings(suites())
-            rows = audit_mod.paper_rows(records, settings, costs)
-        else:
-            rows = grouped.rows
-    except ValueError as e:
-        fail(str(e))
+    with open_store(home) as store:
+        benchmark = stored_benchmark_name(benchmark) if benchmark else None
+        try:
+            report = audit_mod.audit_store(store, home_dir(home), by=by, retriever=retriever, benchmark=benchmark,
+                                           since=cutoff, view=view, suite_table=suites() if view == "paper" else None)
+        except ValueError as e:
+            fail(str(e))
+    rows = report.rows
     if fmt == "json":
         sys.stdout.write(tables.to_json(rows))
     elif fmt == "csv":
         sys.stdout.write(tables.to_csv(audit_mod.paper_csv_rows(rows) if view == "paper" else rows))
     else:
-        title = "cost and time audit" + (f" ({scope})" if scope else "")
-        out.print(tables.paper_table(rows, settings, f"{paper}: {title}") if view == "paper"
-                  else tables.audit_table(grouped, title))
-    unpriced = sorted({m for r in grouped.rows for m in r["unpriced_models"].split(";") if m})
-    if unpriced:
-        console.print(f"no price was known for model(s) {', '.join(unpriced)} when they ran: their spend is unknown "
-                      "(add them to a prices file for future runs: --prices)", highlight=False, soft_wrap=True)
+        title = "cost and time audit" + (f" ({report.scope})" if report.scope else "")
+        out.print(tables.paper_table(rows, report.settings, f"{report.paper}: {title}") if view == "paper"
+                  else tables.audit_table(report.grouped, title))
+    if report.unpriced:
+        console.print(f"no price was known for model(s) {', '.join(report.unpriced)} when they ran: their spend is "
+                      "unknown (add them to a prices file for future runs: --prices)", highlight=False, soft_wrap=True)
 
 
 def _audit_projection(audit_mod: Any, records: list, infos: list, target: str, fmt: str, prices: Optional[Path],
                       data_dir: Optional[Path], scope: str) -> None:
-    from ..llm import load_prices
+    from ..cost import tables
+    from ..models.llm import load_prices
 
-    known_suites = suites()
-    if target in known_suites:
-        benches = list(known_suites[target]["benchmarks"])
-    else:
-        benches = [b.strip() for b in target.split(",") if b.strip()]
-        if len(benches) == 1 and "," not in target and benches[0] not in {i.name for i in infos}:
-            try:
-                get_benchmark_loader(benches[0])
-            except RegistryError:
-                fail(f"--project {target!r} is neither a suite ({', '.join(sorted(known_suites))}) nor a benchmark")
-    if not benches:
-        fail("--project needs a suite or benchmark names")
+    def known(name: str) -> bool:
+        if name in {i.name for i in infos}:
+            return True
+        try:
+            get_benchmark_loader(name)
+        except RegistryError:
+            return False
+        return True
+
+    try:
+        benches = audit_mod.projection_targets(target, suites(), known)
+    except ValueError as e:
+        fail(str(e))
     price_table = load_prices(prices)
     proj = audit_mod.project(records, benches, infos, price_table,
                              fallback=audit_mod.registry_stats(default_data_dir(data_dir)))
-    from .. import audit_tables as tables
-
     notes = tables.projection_notes(proj)
     if fmt == "json":
         sys.stdout.write(tables.to_json({"target": target, **proj.to_dict(), "notes": notes}))

@@ -12,10 +12,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..data import default_data_dir
-from ..errors import UserError
-from ..registry import builder_names, get_benchmark_loader, get_builder, load_benchmark, stored_benchmark_name
-from .common import console, fail, home_dir, out
+from ..data.readers import default_data_dir
+from ..core.errors import UserError
+from ..core.registry import builder_names, get_benchmark_loader, get_builder, load_benchmark, stored_benchmark_name
+from .console import console, fail, home_dir, out
 from .options import TYPER_SETTINGS, DataDirOpt, HomeOpt, SeedOpt, online_option
 
 data_app = typer.Typer(help="Benchmark data on disk.", **TYPER_SETTINGS)
@@ -45,7 +45,7 @@ def data_status(
 ) -> None:
     """Every benchmark: present or missing, where its files are looked for, checksum, counts,
     license and source. Counts come from the manifest when the checksums match (or --recount)."""
-    from ..manifest import statuses
+    from ..data.manifest import statuses
 
     root = default_data_dir(data_dir)
     try:
@@ -84,7 +84,7 @@ def data_verify(
 ) -> None:
     """Check the files on disk against the manifest's SHA-256 checksums; exit 1 on any mismatch.
     Benchmarks named explicitly must be present."""
-    from ..manifest import statuses
+    from ..data.manifest import statuses
 
     root = default_data_dir(data_dir)
     try:
@@ -116,7 +116,7 @@ def data_manifest(
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
 ) -> None:
     """Record the checksums and counts of what the data directory holds now (loads each benchmark)."""
-    from ..manifest import make_manifest, write_json_atomic
+    from ..data.manifest import make_manifest, write_json_atomic
 
     root = default_data_dir(data_dir)
     try:
@@ -137,8 +137,8 @@ def data_check(
 ) -> None:
     """Validate a benchmark folder: the layout it is read as, its counts, the task it is scored as,
     the measures a run computes, and what is wrong (file:line). Exit 1 when it does not load."""
-    from ..data import benchmark_warnings
-    from ..runner import measures_for
+    from ..data.readers import benchmark_warnings
+    from ..run.runner import measures_for
 
     path = folder.expanduser().resolve()
     if not path.is_dir():

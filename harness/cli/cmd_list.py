@@ -8,11 +8,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..data import default_data_dir, missing_files
-from ..registry import (RegistryError, benchmark_variants, get_retriever_class, get_trainer, params_class,
-                        retriever_info, retriever_names, suites, trainer_names)
-from ..submit import origin
-from .common import out
+from ..data.readers import default_data_dir, missing_files
+from ..core.registry import (RegistryError, benchmark_variants, get_retriever_class, get_trainer, params_class,
+                             retriever_info, retriever_names, suites, trainer_names)
+from ..run.submit import origin
+from .console import out
 from .options import TYPER_SETTINGS, DataDirOpt
 
 list_app = typer.Typer(help="List retrievers, benchmarks or suites.", **TYPER_SETTINGS)

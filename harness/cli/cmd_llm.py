@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .common import console, fail, home_dir, load_config, out, resolve_llm_settings
+from .console import console, fail, home_dir, load_config, out, resolve_llm_settings
 from .options import TYPER_SETTINGS, HomeOpt, LlmBaseUrlOpt, LlmModelOpt, PricesOpt
 
 llm_app = typer.Typer(help="The LLM behind hyde/deo: the embedded llama.cpp server, settings, cache.", **TYPER_SETTINGS)
@@ -27,7 +27,7 @@ def llm_serve(
 ) -> None:
     """Serve the embedded LLM (llama.cpp, Gemma-3-270M) until Ctrl-C; point runs at it with
     --llm-base-url http://127.0.0.1:PORT/v1 to share one server between runs."""
-    from ..llm import EmbeddedServer, LLMSettings
+    from ..models.llm import EmbeddedServer, LLMSettings
 
     if home is not None:
         os.environ["BEYONDSIM_HOME"] = str(home_dir(home))
@@ -55,8 +55,8 @@ def llm_info(
     home: HomeOpt = None,
 ) -> None:
     """The LLM settings a run would use (never the key), its price, and the response cache."""
-    from ..ledger import Ledger
-    from ..llm import LLMClient, LLMError
+    from ..core.ledger import Ledger
+    from ..models.llm import LLMClient, LLMError
 
     cfg = load_config(config)
     settings = resolve_llm_settings(cfg, config, base_url=llm_base_url, model=llm_model,

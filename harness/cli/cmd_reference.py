@@ -1,5 +1,5 @@
-"""``beyondsim reference`` (build, bundle and import the reference results, :mod:`harness.reference`)
-and ``reproduce`` (recompute the reproduction matrix, :mod:`harness.reproduce`)."""
+"""``beyondsim reference`` (build, bundle and import the reference results, :mod:`harness.record.bundle`)
+and ``reproduce`` (recompute the reproduction matrix, :mod:`harness.record.reproduce`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..data import default_data_dir
-from ..runner import Runner, Settings
-from ..store import open_store as store_at
-from ..store import store_path
-from .common import console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for, warn
+from ..data.readers import default_data_dir
+from ..run.runner import Runner, Settings
+from ..store.results import open_store as store_at
+from ..store.results import store_path
+from .console import console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for, warn
 from .options import TYPER_SETTINGS, DataDirOpt, DeviceOpt, HomeOpt, RayOpt
 
 reference_app = typer.Typer(help="The reference results shipped with the project: build them, write the bundle, "
@@ -27,7 +27,7 @@ OnlyOpt = typer.Option(None, "--only", help="Only the configurations whose label
 
 
 def _files() -> dict[str, Path]:
-    from ..registry import reference_files
+    from ..core.registry import reference_files
 
     files = reference_files()
     if "plan" not in files:
@@ -36,8 +36,8 @@ def _files() -> dict[str, Path]:
 
 
 def _jobs(only: Optional[str], data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
-    from ..reference import jobs, load_plan
-    from ..registry import suites
+    from ..record.bundle import jobs, load_plan
+    from ..core.registry import suites
 
     files = _files()
     root = default_data_dir(data_dir)
@@ -61,7 +61,7 @@ def build(
     """Run the reference plan into its own store ($BEYONDSIM_HOME/reference/results.sqlite), sharing
     the embedding and LLM caches. Resumable: finished results are kept, so chunks (--only) and
     interrupted builds add up; `reference bundle` then writes the bundle."""
-    from ..registry import make_spec
+    from ..core.registry import make_spec
 
     plan, todo = _jobs(only, data_dir)
     specs = {}
@@ -99,7 +99,7 @@ def build(
 def status(only: Optional[str] = OnlyOpt, data_dir: DataDirOpt = None, home: HomeOpt = None) -> None:
     """How much of the reference plan the build store holds, per configuration, and how much the
     installed bundle holds ("in the bundle"; a partial build adds to it with `bundle --add`)."""
-    from ..reference import bundled, summary
+    from ..record.bundle import bundled, summary
 
     plan, todo = _jobs(only, data_dir)
     bundle_file = _files().get("bundle")
@@ -128,8 +128,8 @@ def bundle(
 ) -> None:
     """Write the build store as the bundle: gzip-compressed JSON lines, rankings cut to the plan's
     depth (top 10), per-query measures, spec, provenance, environment and ledger kept."""
-    from ..exchange import ExchangeError
-    from ..reference import add_to_bundle, load_plan, write_bundle
+    from ..store.exchange import ExchangeError
+    from ..record.bundle import add_to_bundle, load_plan, write_bundle
 
     files = _files()
     target = out_path or files["bundle"]
@@ -171,9 +171,9 @@ def import_(
 
 
 def import_bundle(store, path: Path, data_dir: Path, *, force: bool = False):  # type: ignore[no-untyped-def]
-    """:func:`harness.reference.ensure_imported` with its messages on the console."""
-    from ..exchange import ExchangeError
-    from ..reference import ensure_imported
+    """:func:`harness.record.bundle.ensure_imported` with its messages on the console."""
+    from ..store.exchange import ExchangeError
+    from ..record.bundle import ensure_imported
 
     try:
         report = ensure_imported(store, path, data_dir, force=force, log=log_line)
@@ -225,9 +225,9 @@ def reproduce(
     (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
-    from ..registry import RegistryError, reference_files
-    from ..reproduce import (FAIL, OK, OKISH, REFERENCE, SKIP, describe, load_matrix, reproduce,
-                            shipped_matrix, store_rows, summarise)
+    from ..core.registry import RegistryError, reference_files
+    from ..record.reproduce import (FAIL, OK, OKISH, REFERENCE, SKIP, describe, load_matrix, reproduce,
+                                    shipped_matrix, store_rows, summarise)
 
     try:
         files = reference_files()
@@ -239,7 +239,7 @@ def reproduce(
     if expected is None and installed is None:
         fail("no reproduction matrix is installed (entry point group beyondsim.reference); give --expected FILE")
     # the shipped matrix (the bundle's reference rows plus the installed expected.toml) is the only one
-    # whose run can make an imported figure "reproduced" (harness.trust); another --expected file is a report
+    # whose run can make an imported figure "reproduced" (harness.store.trust); another --expected file is a report
     shipped = installed is not None and (expected is None or _same_bytes(expected, installed))
     expected = expected or installed
     rows = (shipped_matrix(files, quick=quick, only=list(only or ())) if shipped

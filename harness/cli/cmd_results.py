@@ -13,11 +13,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..data import default_data_dir
+from ..data.readers import default_data_dir
 from ..measures import format_value
-from ..registry import stored_benchmark_name
-from ..store import store_path
-from .common import console, fail, home_dir, log_line, open_store, out, warn
+from ..core.registry import stored_benchmark_name
+from ..store.results import store_path
+from .console import console, fail, home_dir, log_line, open_store, out, warn
 from .options import BenchmarkFilterOpt, HomeOpt, RetrieverFilterOpt, data_dir_option
 
 
@@ -81,8 +81,8 @@ def export_cmd(
     """Export stored results: JSON lines (to merge elsewhere with `import`) or TREC run files.
     Every JSON line is checked against the import schema first; a stored value an import would
     refuse stops the export before anything is written."""
-    from ..exchange import export_jsonl
-    from ..runfiles import export_trec
+    from ..store.exchange import export_jsonl
+    from ..record.runfiles import export_trec
 
     if fmt not in ("jsonl", "trec"):
         fail("--format must be jsonl or trec")
@@ -121,7 +121,8 @@ def import_cmd(
     before anything is written, a version mismatch unless --skip-mismatched. A benchmark that
     cannot be loaded here is accepted on the results' own benchmark description, with a warning.
     The accepted lines are written in one transaction."""
-    from ..exchange import ImportCounts, ImportedContent, ImportedLine, check_versions, import_items, read_export_file
+    from ..store.exchange import (ImportCounts, ImportedContent, ImportedLine, check_versions, import_items,
+                                  read_export_file)
 
     source = "<stdin>" if path == "-" else path
     items = read_export_file(path)
@@ -177,8 +178,8 @@ def verify_cmd(
     the submitted rankings, PairAcc without both pair documents ranked) are listed as not
     recomputable. Exit code 1 when any result fails; with --import nothing is stored then.
     A results repository's CI runs: beyondsim verify <bundle>.jsonl --data-dir <data>"""
-    from ..exchange import ImportedLine, import_items, read_export_file, shown_benchmark
-    from ..verify import verify_items
+    from ..store.exchange import ImportedLine, import_items, read_export_file, shown_benchmark
+    from ..record.verify import verify_items
 
     source = "<stdin>" if path == "-" else path
     items = read_export_file(path)

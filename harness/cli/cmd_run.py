@@ -9,16 +9,16 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..data import default_data_dir
-from ..errors import UserError
+from ..data.readers import default_data_dir
+from ..core.errors import UserError
 from ..measures import format_value, parse_measure
-from ..registry import artifact_users, get_trainer, load_benchmark, make_spec, parse_key_values
-from ..runner import DEFAULT_K, Settings
-from ..store import Store
-from ..store import open_store as store_at
-from ..submit import SUBMIT_DEFAULT_SUITE, check_submission, origin, submission_params, submit_seeds
+from ..core.registry import artifact_users, get_trainer, load_benchmark, make_spec, parse_key_values
+from ..run.runner import DEFAULT_K, Settings
+from ..store.results import Store
+from ..store.results import open_store as store_at
+from ..run.submit import SUBMIT_DEFAULT_SUITE, check_submission, origin, submission_params, submit_seeds
 from .cmd_board import check_site_folder, write_board
-from .common import (add_suite_benchmarks, check_depth, check_seeds, console, fail, home_dir, load_config, log_line,
+from .console import (add_suite_benchmarks, check_depth, check_seeds, console, fail, home_dir, load_config, log_line,
                      make_runner, out, parse_params, progress_for, resolve_llm_settings)
 from .options import (DEFAULT_SITE, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt, LlmModelOpt,
                       MaxCallsOpt, MaxQueriesOpt, MaxUsdOpt, OnlineOpt, PricesOpt, RayOpt)

@@ -11,12 +11,12 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..manifest import write_json_atomic
+from ..data.manifest import write_json_atomic
 from ..measures import format_value
-from ..registry import parse_key_values
-from ..runner import DEFAULT_K, Settings
-from ..store import open_store as store_at
-from .common import check_depth, console, fail, home_dir, make_runner, out, progress_for
+from ..core.registry import parse_key_values
+from ..run.runner import DEFAULT_K, Settings
+from ..store.results import open_store as store_at
+from .console import check_depth, console, fail, home_dir, make_runner, out, progress_for
 from .options import DataDirOpt, DeviceOpt, HomeOpt, RayOpt, SeedOpt
 
 
@@ -37,7 +37,7 @@ def tune(
 ) -> None:
     """Grid-search retriever parameters on the validation split (never the test split) and write
     the best setting as TOML for `beyondsim run --config`. Grid points are not stored as results."""
-    from ..tuning import grid_search, parse_grid, tuning_split
+    from ..run.tuning import grid_search, parse_grid, tuning_split
 
     try:
         g = parse_grid(list(grid or []))
@@ -90,7 +90,7 @@ def sweep(
     """Score a grid of parameters (CoDeR's appendix F sensitivity heatmaps: alpha × tau, alpha ×
     percentile) and keep every point's measures in the results store's sweep table for the reports.
     Sweep points are sensitivity data, not leaderboard results."""
-    from ..tuning import parse_grid, sweep as run_sweep
+    from ..run.tuning import parse_grid, sweep as run_sweep
 
     k = check_depth(k)
     try:

@@ -23,7 +23,7 @@ def online_option(help: str = "Allow loaders to fetch missing data from the offi
     return typer.Option("--online", help=help)
 
 
-def prices_option(help: str = "Extra prices TOML on top of harness/prices.toml.") -> Any:
+def prices_option(help: str = "Extra prices TOML on top of harness/models/prices.toml.") -> Any:
     return typer.Option("--prices", help=help)
 
 
@@ -61,7 +61,7 @@ LlmConcurrencyOpt = Annotated[Optional[int], typer.Option(
     "--llm-concurrency", help="Parallel LLM requests (default 4).")]
 PricesOpt = Annotated[Optional[Path], prices_option()]
 
-# --ray: run the jobs on a Ray cluster (harness.distributed, imported only when it is given)
+# --ray: run the jobs on a Ray cluster (harness.run.distributed, imported only when it is given)
 RayOpt = Annotated[Optional[str], typer.Option(
     "--ray", metavar="local|ADDRESS", help="Run every (retriever, benchmark, seed) job as a Ray task: 'local' starts a "
     "cluster on this machine, ADDRESS (host:port, or auto) joins a running one. Results are stored here as they "

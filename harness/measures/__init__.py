@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..types import Judgments, Pair, Run
+from ..core.types import Judgments, Pair, Run
 from .base import (ALL_QUERIES, PAIRS, RELEVANT_QUERIES, VIOLATING_QUERIES, EvalInput, Measure, MeasureError,
                    families, mean, parse_measure, register, sort_key)
 # the families, in the order the pages show them

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import UserError
-from ..types import Judgments, Pair, Run
+from ..core.errors import UserError
+from ..core.types import Judgments, Pair, Run
 
 _doc_of = itemgetter(0)
 _NONE: dict[str, int] = {}

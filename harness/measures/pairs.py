@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from ..types import Pair, Run
+from ..core.types import Pair, Run
 from .base import PAIRS, EvalInput, Measure, register
 
 

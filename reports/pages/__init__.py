@@ -1,6 +1,6 @@
 """The pages of the static site, one module each. Every module has ``render(site)``, which writes
 its pages from the comparison objects in ``site.board`` (:class:`reports.compare.Leaderboard`)
-through :meth:`reports.pages.common.Site.page`."""
+through :meth:`reports.pages.page.Site.page`."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.measures import group_by, parse_measure
-from harness.store import ResultRecord
+from harness.store.results import ResultRecord
 
 from .. import plots
 from harness import registry
@@ -19,10 +19,10 @@ from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, SLICE_RE, BenchmarkCom
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify
-from harness.trust import DESCRIPTIONS, LEVELS
+from harness.store.trust import DESCRIPTIONS, LEVELS
 
 from . import downloads, rowfacts
-from .common import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
+from .page import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
 
 MARKS = {REFERENCE: "†", BASELINE: "‡"}
 

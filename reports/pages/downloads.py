@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from harness.stats import bootstrap_cis
-from harness.store import ResultRecord
+from harness.measures.stats import bootstrap_cis
+from harness.store.results import ResultRecord
 
 from ..compare import BenchmarkComparison, ConfigGroup, SuiteComparison
 from ..ranking import _macro_column, _prefer
 from . import rowfacts
-from .common import Site
+from .page import Site
 
 CI_RESAMPLES = 2000
 

@@ -26,12 +26,12 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.store import CONTENT_DEPTH, ResultRecord, Store
+from harness.store.results import CONTENT_DEPTH, ResultRecord, Store
 
 from ..compare import BenchmarkComparison, PerQuery
 from ..text import finite, fmt_num, measure_decimals, measure_per_query, slugify
 from . import downloads
-from .common import TEMPLATES, Site, write
+from .page import TEMPLATES, Site, write
 
 DRILLDOWN_QUERIES = 200
 DRILLDOWN_DEPTH = CONTENT_DEPTH  # the documents the runner keeps and an export carries

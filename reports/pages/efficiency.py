@@ -1,5 +1,5 @@
 """``efficiency.html``: time, LLM calls, tokens and dollars per configuration × benchmark (means
-over seeds), with totals per configuration; seconds are cold (harness/cost.py: cached parts counted
+over seeds), with totals per configuration; seconds are cold (harness/cost/figures.py: cached parts counted
 at what computing them cost, marked ``*``), this run's seconds in a column of their own. Then the
 paper's cost table (``audit --view paper``: per method over CoDeR Table 4's settings) and, per
 suite, the headline measure against cold seconds per 1,000 queries (:func:`cost_points`)."""
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from harness.audit import paper_rows, paper_settings
-from harness.cost import Costs, Money
-from harness.ledger import call_totals, phase_totals
+from harness.cost.audit import paper_rows, paper_settings
+from harness.cost.figures import Costs, Money
+from harness.core.ledger import call_totals, phase_totals
 from harness.registry import RegistryError, suites
 
 from ..compare import ConfigGroup, measure_higher_is_better
 from ..scatter import Point, scatter_svg
 from ..text import DASH, finite
 from . import rowfacts
-from .common import Site, fmt_count, mean, raw
+from .page import Site, fmt_count, mean, raw
 
 
 def _fmt_seconds(x: float | None) -> str:
@@ -166,7 +166,7 @@ def paper_view(site: Site, costs: Costs) -> dict[str, Any] | None:
 
 
 def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from harness.audit import paper_csv_rows
+    from harness.cost.audit import paper_csv_rows
 
     return paper_csv_rows(rows)
 

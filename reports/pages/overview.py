@@ -14,11 +14,11 @@ from ..scatter import Point, scatter_svg
 from ..sweeps import sweep_grids
 from ..compare import measure_higher_is_better
 from ..text import fmt_num, measure_decimals, rank_text, slugify
-from harness.cost import Costs
-from harness.trust import DESCRIPTIONS, LEVELS
+from harness.cost.figures import Costs
+from harness.store.trust import DESCRIPTIONS, LEVELS
 
 from . import downloads, rowfacts
-from .common import Site, header, initial_aria, legend, rank_title, raw
+from .page import Site, header, initial_aria, legend, rank_title, raw
 from .efficiency import cost_svg
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."

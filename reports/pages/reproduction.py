@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..text import DASH, finite
-from .common import Site, raw
+from .page import Site, raw
 
 PAGE = "reproduction.html"
 STATUS_ORDER = ("FAIL", "OKish", "OK")
@@ -67,7 +67,7 @@ def papers(rows: Sequence[Mapping[str, Any]], reasons: Mapping[tuple[str, str, s
 def matrix_reasons() -> dict[tuple[str, str, str, str], str]:
     """The reasons of the installed matrix's hand-written rows (the store keeps figures, not reasons)."""
     from harness.registry import reference_files
-    from harness.reproduce import MatrixError, read_matrix
+    from harness.record.reproduce import MatrixError, read_matrix
 
     try:
         path = reference_files().get("expected")

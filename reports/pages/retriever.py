@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from harness.store import ResultRecord
+from harness.store.results import ResultRecord
 
 from ..text import fmt_num, measure_decimals
 from . import downloads, rowfacts
-from .common import Site, json_dump, json_value
-from harness.model_facts import facts_text
+from .page import Site, json_dump, json_value
+from harness.models.facts import facts_text
 
 
 def distinct(records: Sequence[ResultRecord], attr: str) -> list[dict[str, Any]]:

@@ -1,18 +1,18 @@
 """What every table row says about its configuration besides its figures: the ``beyondsim``
 command that reproduces it, the BibTeX of its method's paper (declared once with the method's
-registered metadata, harness/registry.py), what it trained on and whether that overlaps the test
+registered metadata, harness/core/registry.py), what it trained on and whether that overlaps the test
 side of the benchmark, and the facts of the models it used (recorded with each result by
-harness/model_facts.py). The overview, benchmark, retriever and efficiency pages and their data
+harness/models/facts.py). The overview, benchmark, retriever and efficiency pages and their data
 files read them from here, so a row says the same on each."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.citation import Citation
-from harness.leakage import family
-from harness.model_facts import FACTS_KEY, facts_text
-from harness.provenance import run_command
+from harness.core.citation import Citation
+from harness.core.leakage import family
+from harness.models.facts import FACTS_KEY, facts_text
+from harness.store.provenance import run_command
 from harness.registry import registered_info
 
 from ..compare import ConfigGroup, is_local, local_display

@@ -124,8 +124,8 @@ without a cue word 0/47; antonym diagnostic 0/90; SciFact test claims 32/33 with
 Layout
 ------
 * :mod:`retrievers.decompose.record` — :class:`Decomposition`, :func:`clean_decomposition`.
-* :mod:`retrievers.decompose.lexicon` — the word lists (stopwords from the list shared with the
-  diagnostic builders, ``harness/text_lexicon.py``), :func:`content_words`.
+* :mod:`retrievers.decompose.cues` — the word lists (stopwords from the list shared with the
+  diagnostic builders, ``harness/data/stopwords.py``), :func:`content_words`.
 * :mod:`retrievers.decompose.spans` — tokenisation and span extraction (objects, list items,
   clauses).
 * :mod:`retrievers.decompose.rules` — one function per rule above: ``exclusion_with_object``
@@ -137,7 +137,7 @@ Layout
 from __future__ import annotations
 
 from .agreement import agreement, agreement_summary
-from .lexicon import content_words
+from .cues import content_words
 from .record import MAX_ITEMS, Decomposition, clean_decomposition
 from .rules import explain, rules_decompose
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from .lexicon import content_words
+from .cues import content_words
 from .record import Decomposition, _key
 
 

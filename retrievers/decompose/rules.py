@@ -5,7 +5,7 @@ right. The spans they read come from :mod:`retrievers.decompose.spans`."""
 
 from __future__ import annotations
 
-from .lexicon import (_AUX_FULL, ABSORB_BEFORE, ADDITIVE_CUES, AUX, DETERMINERS, DIRECTIVES, DO, FREE_STOP, HARD_PUNCT,
+from .cues import (_AUX_FULL, ABSORB_BEFORE, ADDITIVE_CUES, AUX, DETERMINERS, DIRECTIVES, DO, FREE_STOP, HARD_PUNCT,
                       INSTRUCTION_NEXT, INSTRUCTION_PREV, INSTRUCTION_VERBS, NEG_WORDS, OBJECT_CUES, OTHER_WORDS,
                       PRONOUNS, QUOTES, STOPWORDS, SUBORDINATORS, WH, content_words)
 from .record import Decomposition, clean_decomposition

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from .lexicon import (_ABBREVIATIONS, _CURLY, _LEAD_FILLER, _LEAD_IMPERATIVE, _OVERSTATED, _PREPS, _STRIP_CHARS,
+from .cues import (_ABBREVIATIONS, _CURLY, _LEAD_FILLER, _LEAD_IMPERATIVE, _OVERSTATED, _PREPS, _STRIP_CHARS,
                       _STRONG_CUES, _TRAIL_FILLER, AUX, CLAUSE_STARTERS, HARD_PUNCT, IDIOMS, LEFT_BOUNDARY_WORDS,
                       DETERMINERS, NEG_WORDS, OBJECT_STOPS, PRONOUNS, QUOTES, RIGHT_BOUNDARY_WORDS, STOPWORDS, WH,
                       content_words)

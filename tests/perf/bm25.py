@@ -26,7 +26,7 @@ the process does):
   linearly to all of them (its cost per query does not depend on the other queries): printed as
   an estimate;
 * with ``--old``: the retriever as it was before the compiled search (bm25s tokenize to strings,
-  ``BM25.index``, one ``get_scores_from_ids`` + ``harness.ranking.topk_indices`` per query).
+  ``BM25.index``, one ``get_scores_from_ids`` + ``harness.core.topk.topk_indices`` per query).
 
 Afterwards (not timed) our rankings are checked equal — ids, scores and order — to bm25s's
 scores ranked by (score descending, corpus order), over every query.
@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.protocols import RunContext
-from harness.ranking import topk_indices
+from harness.core.topk import topk_indices
 from harness.types import Corpus, Document, Query
 from retrievers.bm25 import BM25Retriever
 

@@ -20,7 +20,7 @@ Timed, on the same data, alternating ``--repeat`` times and keeping the best of 
   handed its input ready-made: qrels and the run as ``{query: {doc: score}}`` dicts;
 * ``evaluate``: :func:`harness.measures.evaluate` on the ``Run`` and ``Judgments``, all measures;
 * ``evaluate + CIs``: the runner's whole evaluate phase: ``evaluate`` then a percentile bootstrap
-  CI (``--bootstrap`` resamples) of every measure, through :func:`harness.stats.bootstrap_cis`; and
+  CI (``--bootstrap`` resamples) of every measure, through :func:`harness.measures.stats.bootstrap_cis`; and
   the CIs alone the way the runner computed them before (one resampling loop per measure, kept
   here as ``loop_bootstrap_ci``), for comparison.
 
@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from harness.measures import evaluate
-from harness.stats import bootstrap_cis
+from harness.measures.stats import bootstrap_cis
 from harness.types import Judgments, Pair, Run
 
 MEASURES = [f"V@{k}" for k in range(1, 11)] + ["FVR@10", "nDCG@10", "MAP@10", "R@1", "R@5", "R@10", "R@100",

@@ -18,7 +18,7 @@ Timed, in one process on the same data:
   printed beside each (``vs BLAS``), since below 334 queries that is the faster exact search;
 * ``nnn-fix`` in its exact (tol) mode exactly as the retriever runs it
   (:func:`retrievers.nnn.exact_solve` with the retriever's default parameters at the runner's
-  k = ``harness.runner.DEFAULT_K``): the solver's own dense pass (top-k for the ranking's fill and
+  k = ``harness.run.runner.DEFAULT_K``): the solver's own dense pass (top-k for the ranking's fill and
   the candidate pool), the working-set solves, the whole-corpus guard. faiss and nnn-fix runs
   alternate (``--repeat`` pairs) and both the best-of times and the per-pair ratios are printed,
   since other load on the machine only ever adds time and drifts between runs;
@@ -48,7 +48,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from harness.runner import DEFAULT_K
+from harness.run.runner import DEFAULT_K
 from retrievers.fista import lipschitz, solve_full
 from retrievers.fista.passes import FAISS_BLAS_FROM, faiss_blas
 from retrievers.nnn import NNNParams, exact_solve

@@ -47,7 +47,7 @@ def warm_worker() -> int:
     import torch  # noqa: F401
 
     from harness.registry import get_retriever_class
-    from harness.runner import Runner  # noqa: F401
+    from harness.run.runner import Runner  # noqa: F401
 
     for r in RETRIEVERS:
         get_retriever_class(r)
@@ -58,8 +58,8 @@ def warm_worker() -> int:
 def child(mode: str, home: Path, data_dir: Path | None, n_noop: int) -> dict:
     """One configuration, in this (fresh) process: the matrix, then the empty tasks."""
     from harness.registry import make_spec
-    from harness.runner import Runner, Settings
-    from harness.store import Store
+    from harness.run.runner import Runner, Settings
+    from harness.store.results import Store
 
     settings = Settings(home=home, data_dir=data_dir, device="cpu")
     specs = [make_spec(r) for r in RETRIEVERS]
@@ -69,7 +69,7 @@ def child(mode: str, home: Path, data_dir: Path | None, n_noop: int) -> dict:
         if mode == "local":
             runner = Runner(settings, store, log=lambda m: None)
         else:
-            from harness import distributed
+            from harness.run import distributed
 
             runner = distributed.RayRunner(settings, store, log=lambda m: None, address="local",
                                            num_cpus=int(mode.split("-")[1]))

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from harness import registry
 from harness.registry import make_spec
-from harness.runner import Runner, Settings
-from harness.store import MeasureValue, ResultRecord, Store, result_key
+from harness.run.runner import Runner, Settings
+from harness.store.results import MeasureValue, ResultRecord, Store, result_key
 
 GOAL_S, GOAL_MB = 60.0, 100.0
 SUITES = ("constraint", "completeness", "topical")

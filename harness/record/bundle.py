@@ -1,0 +1,367 @@
+"""Reference results: every registered method run on every benchmark on disk, shipped with the
+project as one compressed export (the *bundle*), so a board shows the whole field before anyone has
+recomputed it.
+
+* :func:`load_plan` reads the plan (a TOML file, found through the ``beyondsim.reference`` entry
+  point group): which configurations run, with which seeds, on which benchmarks, and on what slice
+  where the full set is too slow on a CPU (with the reason, shown with the results);
+* ``beyondsim reference build`` runs the plan (:func:`jobs`) into a results store of its own —
+  resumable like every run: a finished result is kept, so ``--only`` chunks and interrupted builds
+  add up;
+* :func:`write_bundle` exports that store as gzip-compressed JSON lines with rankings cut to the
+  top :data:`BUNDLE_DEPTH` (per-query measures, spec, provenance, environment and ledger kept);
+* :func:`ensure_imported` brings a bundle into a user's store once per bundle: every result is
+  verified against the benchmark here where it can be (:mod:`harness.record.verify`), marked with the
+  bundle id (:mod:`harness.store.trust`), and the results of an older bundle are replaced. The bundle's
+  results go to the store's imported slot: a result the user computed here under the same key is
+  never touched (and is compared with the bundle's figures), and a damaged bundle is one
+  :class:`harness.store.exchange.ExchangeError` line naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import gzip
+import io
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..models.embedding_cache import sha256_hex
+from ..core.errors import UserError
+from ..store.results import IMPORTED, ResultRecord, Store
+from ..store.trust import ORIGIN_KEY, is_reference, origin
+from ..core.types import slice_name
+
+BUNDLE_DEPTH = 10  # documents per query kept in the bundle's rankings
+META_KEY = "reference_bundle"
+TOLERANCE = 1e-9
+
+
+class PlanError(UserError, ValueError):
+    pass
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanConfig(_Strict):
+    """One configuration of the plan."""
+
+    retriever: str
+    label: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    suites: list[str] = Field(default_factory=list)  # default: the plan's
+    benchmarks: list[str] = Field(default_factory=list)  # instead of suites
+    max_queries: int | None = Field(default=None, ge=1)  # a slice: the first N judged queries
+    note: str = ""  # why (shown with the results: a slice, a setting that differs from the paper)
+    # the reproduction matrix's reference rows of this configuration (harness.record.reproduce.reference_rows):
+    # how far a recomputed figure may move and why, once per configuration; with scale_fvr, FVR@k gets k
+    # times the tolerance (FVR runs from 1 to k + 1): for a tolerance that allows changed rankings, not
+    # one that allows float noise only
+    tolerance: float = Field(default=0.0, ge=0)
+    reason: str = ""
+    scale_fvr: bool = False
+    quick: bool = False  # its rows on the plan's quick benchmarks are among those `reproduce --quick` runs
+
+    @property
+    def display(self) -> str:
+        return self.label or self.retriever
+
+
+class PlanMatrix(_Strict):
+    """Which figures of the bundle become reference rows of the reproduction matrix."""
+
+    seed: int = 0  # the seed whose results are the reference figures
+    measures: dict[str, list[str]] = Field(default_factory=dict)  # benchmark (no slice) → measures
+    default_measures: list[str] = Field(default_factory=lambda: ["nDCG@10"])  # a benchmark not listed
+    quick_benchmarks: list[str] = Field(default_factory=list)
+
+
+class Plan(_Strict):
+    suites: list[str] = Field(default_factory=lambda: ["constraint", "completeness", "topical"])
+    depth: int = Field(default=BUNDLE_DEPTH, ge=1)
+    matrix: PlanMatrix = Field(default_factory=PlanMatrix)
+    config: list[PlanConfig] = Field(default_factory=list)
+
+
+def load_plan(path: Path) -> Plan:
+    """The plan at ``path``; a problem is a :class:`PlanError` naming the file, the configuration
+    and the field."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"{path}: not valid TOML: {e}") from None
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = err["loc"]
+            where = (f"config {int(loc[1]) + 1}: " + ".".join(map(str, loc[2:]))
+                     if len(loc) > 1 and loc[0] == "config" else ".".join(map(str, loc)))
+            problems.append(f"{path}: {where}: {err['msg']}")
+        raise PlanError("\n".join(problems)) from None
+
+
+@dataclass
+class Job:
+    """One (configuration, benchmarks, seeds) unit of the build."""
+
+    config: PlanConfig
+    benchmarks: list[str]
+    skipped: list[str] = field(default_factory=list)  # not on disk
+
+
+def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[[str], bool],
+         only: str | None = None) -> list[Job]:
+    """The plan as jobs, each configuration's benchmarks resolved (its own list, else its suites',
+    else the plan's) and split into those on disk and those skipped; ``only`` (an fnmatch pattern)
+    keeps the configurations whose label matches (a configuration without a label is labelled by
+    its retriever), or the benchmarks that match; ``LABEL@BENCHMARK`` keeps the benchmarks that
+    match the second pattern of the configurations that match the first."""
+    out = []
+    for c in plan.config:
+        names: list[str] = list(c.benchmarks)
+        if not names:
+            for s in c.suites or plan.suites:
+                if s not in suites:
+                    raise PlanError(f"configuration {c.display!r}: unknown suite {s!r}")
+                names += [b for b in suites[s].get("benchmarks", []) if b not in names]
+        if only and "@" in only:  # LABEL@BENCHMARK: both patterns must match
+            label, bench = only.split("@", 1)
+            names = [b for b in names if fnmatch.fnmatch(b, bench)] if fnmatch.fnmatch(c.display, label) else []
+            if not names:
+                continue
+        elif only and not fnmatch.fnmatch(c.display, only):
+            names = [b for b in names if fnmatch.fnmatch(b, only)]
+            if not names:
+                continue
+        present = [b for b in names if on_disk(b)]
+        out.append(Job(c, present, [b for b in names if b not in present]))
+    return out
+
+
+def bundle_id(path: Path) -> str:
+    """The first 16 hex digits of the bundle file's SHA-256: results imported from it carry it."""
+    return sha256_hex(path)[:16]
+
+
+NOTE_KEY = "reference"  # extra["reference"] = {"configuration": label, "note": why} of a bundled result
+
+
+def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: Plan | None = None) -> int:
+    """Export ``store`` to ``path`` as gzip-compressed JSON lines, rankings cut to ``depth``
+    (written to a temporary file and renamed, so a reader never sees half a bundle). The gzip
+    header carries no time stamp, so the same results give the same bytes. With ``plan``, each
+    result of a configuration with a note carries it (``extra["reference"]``), so the pages say
+    why a row is a slice or differs from the paper."""
+    from ..store.exchange import export_jsonl
+
+    notes = {c.display: c.note for c in plan.config if c.note} if plan is not None else {}
+
+    def annotate(rec: ResultRecord) -> None:
+        note = notes.get(rec.label)
+        if note:
+            rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": note}}
+
+    with _bundle_writer(Path(path)) as text:
+        return export_jsonl(store, text, depth=depth, annotate=annotate)
+
+
+@contextlib.contextmanager
+def _bundle_writer(path: Path) -> Iterator[TextIO]:
+    """UTF-8 text into a gzip file at ``path``, written to a temporary file and renamed when the
+    block ends without an error (a reader never sees half a bundle); no time stamp in the gzip
+    header, so the same lines give the same bytes."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz, \
+                io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as text:
+            yield text
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    from ..store.exchange import open_export
+
+    with open_export(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: Plan | None = None) -> tuple[int, int]:
+    """Add the results of ``store`` (a build store holding part of the plan) to the bundle at
+    ``path``, as :func:`write_bundle` would write them: a result whose key the bundle holds is
+    replaced (a rebuild), the others are added after the bundle's; each benchmark's content lines
+    (the ranked documents, queries and judgments a reader needs) gain what the new results rank.
+    Written to a temporary file and renamed. Returns (added, replaced)."""
+    from ..store.exchange import CONTENT_KIND
+
+    path = Path(path)
+    old = _read_lines(path)
+    fresh_path = path.with_name(f".{path.name}.new")
+    try:
+        write_bundle(store, fresh_path, depth=depth, plan=plan)
+        new = _read_lines(fresh_path)
+    finally:
+        fresh_path.unlink(missing_ok=True)
+    fresh = {d["key"]: d for d in new if "key" in d}
+    content = {(d["benchmark"], d["benchmark_version"]): d for d in old if d.get("kind") == CONTENT_KIND}
+    lines = [fresh.get(d["key"], d) if "key" in d else d for d in old]
+    replaced = sum(1 for d in old if d.get("key") in fresh)
+    held = {d["key"] for d in old if "key" in d}
+    added = [d for k, d in fresh.items() if k not in held]
+    for d in new:
+        if d.get("kind") != CONTENT_KIND:
+            continue
+        have = content.get((d["benchmark"], d["benchmark_version"]))
+        if have is None:
+            content[(d["benchmark"], d["benchmark_version"])] = d
+            lines.append(d)
+            continue
+        for name in ("documents", "queries", "qrels"):
+            seen = {json.dumps(x, sort_keys=True) for x in have.get(name, [])}
+            have[name] = have.get(name, []) + [x for x in d.get(name, []) if json.dumps(x, sort_keys=True) not in seen]
+        if "documents" in have:
+            have["documents"].sort(key=lambda x: x["docid"])
+    lines += added
+    with _bundle_writer(path) as text:
+        text.writelines(json.dumps(d, sort_keys=True, allow_nan=False) + "\n" for d in lines)
+    return len(added), replaced
+
+
+@dataclass
+class ImportReport:
+    bundle: str
+    added: int = 0
+    present: int = 0
+    replaced_old: int = 0
+    verified: int = 0
+    reported: int = 0
+    refused: list[str] = field(default_factory=list)  # lines of another benchmark version: not imported
+    unverified: list[str] = field(default_factory=list)  # why a result came in as reported
+    differences: list[str] = field(default_factory=list)  # the user's own results that differ from the bundle's
+    skipped: bool = False  # already imported
+
+
+def _differences(mine: ResultRecord, theirs: ResultRecord) -> list[str]:
+    out = []
+    for m, v in theirs.measures.items():
+        mv = mine.measures.get(m)
+        if mv is None or v.mean is None or mv.mean is None:
+            continue
+        if abs(mv.mean - v.mean) > max(TOLERANCE, 1e-6 * abs(v.mean)):
+            out.append(f"{m} {mv.mean:.4f} here, {v.mean:.4f} in the reference")
+    return out
+
+
+def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[str], None] = lambda m: None,
+                    force: bool = False) -> ImportReport:
+    """Import the bundle at ``path`` into ``store`` unless this bundle is there already: results of
+    another bundle are removed first; each result is checked against its benchmark here
+    (version, then its measures recomputed from its rankings, :func:`harness.record.verify.verify_items`)
+    and marked with the bundle id; a key the store holds already is kept (a result computed here
+    stays), and its figures are compared with the bundle's (:attr:`ImportReport.differences`)."""
+    from ..store.exchange import LocalBenchmarks, check_versions, import_items, read_export_file
+    from ..core.registry import RegistryError, get_retriever_class
+    from .verify import verify_items
+
+    bid = bundle_id(path)
+    report = ImportReport(bid)
+    if store.get_meta(META_KEY) == bid and not force:
+        report.skipped = True
+        return report
+    old = [r for r in store.results() if is_reference(r.extra) and origin(r.extra).get("reference") != bid]
+    if old:
+        with store.transaction():
+            for r in old:
+                store.delete(r.key, IMPORTED)
+        report.replaced_old = len(old)
+    items = read_export_file(str(path))
+    known: dict[str, set[str]] = {}
+    for b in store.benchmarks():
+        known.setdefault(b.name, set()).add(b.version)
+    benches = LocalBenchmarks(data_dir, log)
+    check = check_versions(items, known, data_dir, log=log, benches=benches)
+    report.refused = list(check.refused)
+    keep = check.accepted
+    # a result whose measures do not recompute here (or whose benchmark is not here), or of a
+    # retriever that is not installed here, comes in unverified, so it shows as "reported", with
+    # the reason among the warnings
+    verification = verify_items(keep, data_dir, log=log, benches=benches)
+    report.unverified = [p for p in verification.problems]
+    for line in verification.lines:
+        try:
+            get_retriever_class(line.item.record.retriever)
+        except (RegistryError, ImportError):
+            if line.item.verified_here:
+                line.item.verified_here = False
+                report.unverified.append(f"{line.what}: retriever {line.item.record.retriever!r} is not installed "
+                                         "here, so no reference result of it is taken as checked")
+    for it in keep:
+        rec = getattr(it, "record", None)
+        if rec is None:
+            continue
+        mine = store.get(rec.key)
+        if mine is not None and origin(mine.extra) is None:
+            diff = _differences(mine, rec)
+            if diff:
+                report.differences.append(f"{mine.label} on {mine.benchmark} (seed {mine.seed}): " + "; ".join(diff))
+    present = {it.record.key for it in keep
+               if getattr(it, "record", None) is not None and store.has(it.record.key, IMPORTED)}
+    counts = import_items(store, keep, check.local_infos, origin={"reference": bid})
+    report.added, report.present = counts.results_added, counts.results_present
+    for it in keep:
+        rec = getattr(it, "record", None)
+        if rec is None or rec.key in present:
+            continue
+        if isinstance((rec.extra.get(ORIGIN_KEY) or {}).get("verified"), dict):
+            report.verified += 1
+        else:
+            report.reported += 1
+    store.set_meta(META_KEY, bid)
+    return report
+
+
+def reference_filter(include: bool) -> Callable[[ResultRecord], bool] | None:
+    """The ``include`` argument of :func:`reports.compare.compare`: ``None`` keeps everything, else
+    a predicate that leaves the shipped reference results out."""
+    return None if include else (lambda r: not is_reference(r.extra))
+
+
+def bundled(path: Path) -> set[tuple[str, str, int]]:
+    """(label, benchmark, seed) of every result line of the bundle at ``path`` (empty when there is none)."""
+    if not Path(path).exists():
+        return set()
+    return {(d["label"], d["benchmark"], int(d["seed"])) for d in _read_lines(path) if "key" in d}
+
+
+def summary(store: Store, plan: Plan, jobs_: Sequence[Job],
+            bundle: set[tuple[str, str, int]] | None = None) -> list[dict[str, Any]]:
+    """Per configuration of the plan: how many of its (benchmark, seed) results the store has and,
+    with ``bundle`` (:func:`bundled`), how many the bundle has (``in_bundle``; ``None`` without)."""
+    have: dict[tuple[str, str], set[int]] = {}
+    for r in store.results():
+        have.setdefault((r.label, r.benchmark), set()).add(r.seed)
+    out = []
+    for j in jobs_:
+        c = j.config
+        want = [(b if c.max_queries is None else slice_name(b, c.max_queries), s)
+                for b in j.benchmarks for s in c.seeds]
+        done = sum(1 for b, s in want if s in have.get((c.display, b), set()))
+        in_bundle = None if bundle is None else sum(1 for b, s in want if (c.display, b, s) in bundle)
+        out.append({"label": c.display, "retriever": c.retriever, "done": done, "wanted": len(want),
+                    "in_bundle": in_bundle, "skipped": j.skipped, "note": c.note})
+    return out

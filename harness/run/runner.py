@@ -1,0 +1,438 @@
+"""The runner: benchmark → retriever → metrics → store, with phase timing (docs/design/overview.md#what-a-run-is).
+
+For every (retriever spec, benchmark, seed) it computes the result key; an existing key is
+skipped (and said so) unless ``force``. Each finished result is written to the store in one
+transaction before the next starts, so an interrupted run loses at most the result in flight
+and a rerun resumes where it stopped.
+
+One loop serves every runner: :meth:`Runner.plan` lists the jobs, :meth:`Runner.run` skips those
+stored and settles each result (:meth:`Runner.settle`: stored, stored meanwhile by another run, or
+stopped by the LLM budget); only :meth:`Runner.execute`, how the jobs compute, differs between
+this process and a Ray cluster (:class:`harness.run.distributed.RayRunner`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
+
+import numpy as np
+
+from .. import __version__ as HARNESS_VERSION
+from ..cost.figures import REUSED_KEY
+from ..data.readers import DataError, MissingDataError, default_data_dir
+from ..models.encoders import EncoderPool, default_device
+from ..models.facts import FACTS_KEY, pool_facts
+from ..core.leakage import LeakageError, check_unseen
+from ..core.ledger import RESULT_RUN_KEY, Ledger, PhaseTime, RunTag
+from ..models.llm import BudgetExceeded, LLMClient, LLMSettings
+from ..measures import TASK_DEFAULTS, MeasureError, evaluate, pair_documents, parse_measure
+from ..core.protocols import (Analysable, DeclaresTrainingData, HasResultExtra, NullProgress, Preparable, Progress,
+                              ProtocolError, RunContext, Scorer, Trainable, missing_protocol_members)
+from ..store.provenance import environment, provenance
+from ..core.registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
+                             retriever_info)
+from ..measures.stats import BOOTSTRAP_RESAMPLES, bootstrap_cis
+from ..store.results import (CONTENT_DEPTH, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store,
+                             result_key)
+from ..core.types import Benchmark, Query, Run, as_run, slice_name
+
+DEFAULT_K = 100
+
+
+@dataclass
+class Settings:
+    home: Path
+    data_dir: Path | None = None
+    k: int = DEFAULT_K
+    force: bool = False
+    online: bool = False
+    device: str | None = None
+    extra_measures: tuple[str, ...] = ()
+    bootstrap: int = BOOTSTRAP_RESAMPLES
+    llm: LLMSettings | None = None  # None: defaults (the embedded server, no budget)
+    max_queries: int | None = None  # score only the first N judged queries (a named slice)
+
+
+@dataclass
+class Outcome:
+    spec: RetrieverSpec
+    benchmark: str
+    seed: int
+    key: str
+    status: str  # "done" | "skipped" | "budget" (stopped by the LLM budget before it finished)
+    record: ResultRecord | None = None
+    headline: tuple[str, ...] = ()  # the benchmark's default measures, for summaries
+
+
+@dataclass(frozen=True, eq=False)
+class Resolved:
+    """A spec's class, looked up once per spec, and what its metadata says of the spec."""
+    cls: type
+    params: Mapping[str, Any]
+
+    @functools.cached_property
+    def uses_llm(self) -> bool:
+        """Whether it calls an LLM, as its registered metadata declares (a flag, or a function of
+        the params object when only some settings call one)."""
+        return retriever_info(self.cls).calls_llm(params_class(self.cls)(**self.params))
+
+
+@dataclass
+class Job:
+    """One (spec, benchmark, seed) of a run."""
+    index: int  # its place in the run's order (the order of the outcomes)
+    spec: RetrieverSpec
+    bench: Benchmark
+    seed: int
+    round: int  # its seed's place among the run's seeds
+    key: str
+    name: str  # the benchmark as the run was given it
+    load_s: float = 0.0
+
+    @property
+    def where(self) -> str:
+        return f"{self.spec.display} on {self.bench.name} (seed {self.seed})"
+
+    def outcome(self, status: str, record: ResultRecord | None = None) -> Outcome:
+        return Outcome(self.spec, self.bench.name, self.seed, self.key, status, record, self.bench.default_measures)
+
+
+# what a job's execution gives back: its record, or the LLM budget that stopped it
+Computed = Union[ResultRecord, BudgetExceeded]
+
+
+@dataclass
+class Settled:
+    """What one call of :meth:`Runner.run` has settled so far."""
+    outcomes: dict[int, Outcome]
+    stop: str | None = None  # why the LLM budget stopped it
+
+    @property
+    def done(self) -> int:
+        return sum(o.status == "done" for o in self.outcomes.values())
+
+
+# A retriever may leave a query without any document (BM25 with no matching term); more than this
+# share of such queries in one result is worth a warning: they score 0 on nDCG and never violate.
+EMPTY_RANKINGS_TOLERATED = 0.01
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
+    """The measures a result on ``bench`` gets: its defaults and its task's (those the benchmark
+    cannot support are left out), plus ``extra``, where one that cannot be computed is an error."""
+    names: list[str] = []
+    has_viol, has_pairs = any(bench.judgments.violating.values()), bool(bench.pairs)
+    requested = set(extra)
+    for m in (*bench.default_measures, *TASK_DEFAULTS.get(bench.task, ()), *extra):
+        why = parse_measure(m).unsupported(has_viol, has_pairs)
+        if why:
+            if m in requested:
+                raise MeasureError(f"measure {m} cannot be computed on {bench.name}: {why}")
+            continue
+        if m not in names:
+            names.append(m)
+    return names
+
+
+def check_protocols(specs: Sequence[RetrieverSpec], classes: Sequence[type] | None = None) -> None:
+    """Every spec's class (``classes``, when looked up already) implements the retriever protocol
+    (checked before any work); else a TypeError naming the class and what it lacks."""
+    for spec, cls in zip(specs, classes or [get_retriever_class(s.name) for s in specs]):
+        missing = missing_protocol_members(cls)
+        if missing:
+            raise ProtocolError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
+                            f"implement the Retriever protocol; missing: {', '.join(missing)}")
+
+
+class Runner:
+    def __init__(self, settings: Settings, store: Store, progress: Progress | None = None,
+                 log: Callable[[str], None] = print):
+        self.s = settings
+        self.store = store
+        self.progress = progress or NullProgress()
+        self.log = log
+        self.device = settings.device or default_device()
+        self.data_dir = default_data_dir(settings.data_dir)
+        self.encoders = EncoderPool(settings.home / "cache", self.device, self.progress,
+                                    warn=lambda m: log(f"warning: {m}"))
+        self._benchmarks: dict[str, tuple[Benchmark, float]] = {}
+        self.environment = environment(self.device)  # the same for every result of this run
+        self._llm: LLMClient | None = None
+        self.budget_stop: str | None = None  # why the run stopped early, when the LLM budget did it
+        self._resolved: dict[str, Resolved] = {}  # spec hash -> its class, looked up once
+        self.settled = Settled({})  # the current (or last) run's outcomes, and whether the budget stopped it
+
+    @property
+    def llm(self) -> LLMClient:
+        """The run's shared LLM client (one budget for the whole run). Built on first use; the
+        embedded server behind it starts only when a request misses the cache."""
+        if self._llm is None:
+            self._llm = LLMClient(self.s.llm or LLMSettings(), cache_path=self.s.home / "cache" / "llm.sqlite")
+        return self._llm
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def load_benchmark(self, name: str) -> tuple[Benchmark, float]:
+        n = self.s.max_queries if not name.endswith((":train", ":dev")) else None
+        key = name if n is None else slice_name(name, n)  # a slice and the whole set are kept apart
+        if key not in self._benchmarks:
+            loader, bname = get_benchmark_loader(name)
+            ledger = Ledger()
+            with ledger.phase("load"):
+                bench = loader.load(bname, self.data_dir, online=self.s.online)
+                if n is not None:
+                    bench = bench.head(n)
+            self._benchmarks[key] = (bench, ledger.phases["load"].wall_s)
+            self.store.save_benchmark(BenchmarkInfo.of(bench))
+        return self._benchmarks[key]
+
+    def train_benchmark(self, bench: Benchmark) -> Benchmark:
+        """The split a trainable retriever may learn from: ``<name>:train``, never the scored split."""
+        name = bench.name.split(":", 1)[0] + ":train"
+        try:
+            train, _ = self.load_benchmark(name)
+        except (LookupError, FileNotFoundError) as e:
+            raise MissingDataError(f"{bench.name}: a trainable retriever needs the train split {name!r}: {e}") from e
+        overlap = {q.id for q in train.queries} & {q.id for q in bench.eval_queries}
+        if overlap or train.version == bench.version:
+            raise LeakageError(f"{bench.name}: train split {name!r} shares {len(overlap)} queries with the "
+                               "evaluated split; refusing to score a retriever on data it saw")
+        return train
+
+    def validation_benchmark(self, bench: Benchmark) -> Benchmark | None:
+        """``<name>:dev`` when the benchmark has such a split (and it shares no query with the
+        evaluated split), else ``None`` — a trainable retriever then holds out part of train."""
+        name = bench.name.split(":", 1)[0] + ":dev"
+        if name == bench.name:
+            return None
+        try:
+            dev, _ = self.load_benchmark(name)
+        except DataError:
+            raise  # a dev split that exists but is broken is an error, not an absence
+        except (LookupError, FileNotFoundError, ValueError):  # no such split
+            return None
+        if {q.id for q in dev.queries} & {q.id for q in bench.eval_queries} or dev.version == bench.version:
+            return None
+        return dev
+
+    def resolve(self, spec: RetrieverSpec) -> Resolved:
+        """``spec``'s class (by registered name, entry point or ``module:Class``), looked up on the
+        first call for the spec and kept."""
+        if spec.hash not in self._resolved:
+            self._resolved[spec.hash] = Resolved(get_retriever_class(spec.name), dict(spec.params))
+        return self._resolved[spec.hash]
+
+    def uses_llm(self, spec: RetrieverSpec) -> bool:
+        """Whether the retriever calls an LLM, as its registered metadata declares (a flag, or a
+        function of the params object when only some settings call one)."""
+        return self.resolve(spec).uses_llm
+
+    def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
+        """The result key; an LLM retriever's includes the model, so the same method run with another
+        LLM is another result."""
+        spec_part = f"{spec.hash}|llm={self.llm.model}" if self.uses_llm(spec) else spec.hash
+        return result_key(spec_part, bench.version, seed, self.s.k, HARNESS_VERSION)
+
+    # -- the run loop --
+
+    def run(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> list[Outcome]:
+        """Every spec on every benchmark with every seed, in that order: a stored result is skipped
+        (unless ``force``), every other is computed (:meth:`execute`) and settled as it comes
+        (:meth:`settle`). An LLM budget that runs out stops the run (``budget_stop`` says why)."""
+        check_protocols(specs, [self.resolve(s).cls for s in specs])
+        self.settled = settled = Settled({})
+
+        def to_compute() -> Iterator[Job]:
+            for job in self.plan(specs, benchmarks, seeds):
+                if self.store.has(job.key) and not self.s.force:
+                    settled.outcomes[job.index] = self.skip(job)
+                else:
+                    yield job
+
+        for job, computed in self.execute(to_compute()):
+            settled.outcomes[job.index] = self.settle(job, computed)
+        if settled.stop is not None:
+            self.log(f"stopped: {settled.stop}. {settled.done} result(s) of this run are stored; every LLM response "
+                     "received is cached, so a rerun with a larger budget resumes without paying for them again")
+        return [settled.outcomes[i] for i in sorted(settled.outcomes)]
+
+    def plan(self, specs: Sequence[RetrieverSpec], benchmarks: Sequence[str], seeds: Sequence[int]) -> Iterator[Job]:
+        """The run's jobs in order, benchmark by benchmark (each loaded, and its measures checked,
+        when its first job is asked for)."""
+        index = itertools.count()
+        rounds = {seed: n for n, seed in enumerate(dict.fromkeys(seeds))}
+        for bname in benchmarks:
+            bench, load_s = self.load_benchmark(bname)
+            measures_for(bench, self.s.extra_measures)  # a measure it cannot support stops the run here
+            for spec in specs:
+                for seed in seeds:
+                    yield Job(next(index), spec, bench, seed, rounds[seed], self.key(spec, bench, seed), bname, load_s)
+
+    def execute(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, Computed]]:
+        """Compute ``jobs``, each with what it gave: here one after the other in this process,
+        until the LLM budget stops the run (an error stops it at once)."""
+        for job in jobs:
+            if self.settled.stop is not None:
+                return
+            computed: Computed
+            try:
+                computed = self.run_one(job.spec, job.bench, job.seed, job.load_s)
+            except BudgetExceeded as e:
+                computed = e
+            yield job, computed
+
+    def skip(self, job: Job) -> Outcome:
+        """``job``'s result is stored already: said so, and its benchmark's content saved if missing."""
+        self.log(f"skip {job.where}: result exists [{job.key}] — use --force to recompute")
+        stored = self.store.get(job.key)
+        if stored is not None and not self.store.has_benchmark_content(job.bench.version):
+            self.save_content(job.bench, self.store.rankings(stored.id))
+        return job.outcome("skipped", stored)
+
+    def settle(self, job: Job, computed: Computed) -> Outcome:
+        """Store what ``job`` computed, with the benchmark content for the drill-down; a result
+        another run stored meanwhile is kept and said so; a job the LLM budget stopped stops the run."""
+        if isinstance(computed, BudgetExceeded):
+            self.settled.stop = self.budget_stop = self.settled.stop or str(computed)
+            return job.outcome("budget")
+        if not self.store.save(computed, replace=self.s.force):  # another run stored it meanwhile
+            self.log(f"skip {job.where}: stored meanwhile by another run [{job.key}]")
+            return job.outcome("skipped", self.store.get(job.key))
+        self.save_content(job.bench, computed.rankings)
+        return job.outcome("done", computed)
+
+    def save_content(self, bench: Benchmark, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> None:
+        """What the reports' per-query drill-down shows: the benchmark's judged queries and
+        judgments (once per version) and the documents of this result's top :data:`CONTENT_DEPTH`.
+        Content an import brought for a benchmark that was not here is replaced by the benchmark's
+        own (the documents it held rewritten from the corpus here)."""
+        ids = {d for r in rankings.values() for d, _ in r[:CONTENT_DEPTH]}
+        with self.store.transaction():
+            imported = set(self.store.get_meta(IMPORTED_CONTENT, []))
+            if bench.version in imported:
+                ids |= set(self.store.forget_benchmark_content(bench.version))
+                self.store.set_meta(IMPORTED_CONTENT, sorted(imported - {bench.version}))
+            self.store.save_benchmark_content(bench.name, bench.version, bench.eval_queries,
+                                              bench.judgments.relevance, bench.judgments.violating)
+            self.store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
+
+    @staticmethod
+    def pair_scores(retriever: Any, bench: Benchmark, queries: Sequence[Query], run: Run,
+                    ctx: RunContext) -> dict[str, dict[str, float]]:
+        """The two documents of each pair scored against each of its queries, whatever the ranking
+        depth (NevIR's protocol): by the retriever's ``score`` member when it has one, else from a
+        ranking of the whole corpus for the queries whose pair documents are not all in ``run``."""
+        wanted = pair_documents(bench.pairs or ())
+        asked = [q for q in queries if q.id in wanted]
+        if isinstance(retriever, Scorer):
+            return retriever.score(asked, {q.id: sorted(wanted[q.id]) for q in asked}, ctx)
+        short = [q for q in asked if not wanted[q.id] <= {d for d, _ in run.get(q.id, ())}]
+        full = as_run(retriever.search(short, len(bench.corpus), ctx), f"{type(retriever).__name__}.search") \
+            if short else Run()
+        return {q.id: {d: s for d, s in full.get(q.id, ()) if d in wanted[q.id]} for q in short}
+
+    def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
+                analyse: bool = True) -> ResultRecord:
+        seed_everything(seed)
+        key = self.key(spec, bench, seed)
+        # the tag goes into the journal with each billed LLM call, and its id into the stored result
+        tag = RunTag.new(result_key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
+                         benchmark=bench.name, seed=seed)
+        ledger = Ledger(run=tag)
+        ledger.phases["load"] = PhaseTime("load", wall_s=load_s)
+        self.encoders.ledger = ledger  # model loading is this result's "model" phase, not its index time
+        resolved = self.resolve(spec)
+        uses_llm = resolved.uses_llm
+        ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
+                         llm=self.llm if uses_llm else None, progress=self.progress,
+                         cache_dir=self.s.home / "cache", benchmark_name=bench.name, task=bench.task,
+                         data_dir=self.data_dir, online=self.s.online, log=self.log)
+        retriever = instantiate(spec, resolved.cls)
+        queries = bench.eval_queries
+        if isinstance(retriever, Preparable):
+            with ledger.phase("fit"):
+                retriever.prepare(ctx)
+        training: list[dict[str, Any]] | None = None  # the splits its model learnt from, for `beyondsim verify`
+        if isinstance(retriever, DeclaresTrainingData):
+            seen = retriever.training_data(ctx)
+            if seen is not None:
+                check_unseen(seen, bench, spec.display)
+                training = [{"benchmark": str(s.get("benchmark", "")), "benchmark_version": str(s.get("version", "")),
+                             "queries": s.get("queries")} for s in seen.sources]
+        if isinstance(retriever, Trainable):
+            train = self.train_benchmark(bench)
+            training = [*(training or []), {"benchmark": train.name, "benchmark_version": train.version,
+                                            "queries": len(train.eval_queries)}]
+            ctx.validation = self.validation_benchmark(bench)
+            with ledger.phase("fit", items=len(train.eval_queries)):
+                retriever.fit(train, ctx)
+        self.log(f"run {spec.display} on {bench.name} (seed {seed}): {len(bench.corpus):,} documents, "
+                 f"{len(queries):,} queries")
+        with ledger.phase("index", items=len(bench.corpus)):
+            retriever.index(bench.corpus, ctx)
+        with ledger.phase("search", items=len(queries)):
+            run = as_run(retriever.search(queries, self.s.k, ctx), f"retriever {spec.display!r}: search")
+        run.validate(bench.corpus)
+        empty = sum(1 for q in queries if not run.get(q.id))
+        if empty > EMPTY_RANKINGS_TOLERATED * len(queries):
+            self.log(f"warning: {spec.display} returned an empty ranking for {empty:,} of {len(queries):,} queries "
+                     f"on {bench.name}: those queries retrieve nothing, which scores 0 on relevance measures "
+                     "and looks perfect on violation measures")
+        measures = measures_for(bench, self.s.extra_measures)
+        pair_scores = None
+        if bench.pairs and "PairAcc" in measures:
+            with ledger.phase("search"):
+                pair_scores = self.pair_scores(retriever, bench, queries, run, ctx)
+        with ledger.phase("evaluate", items=len(queries)):
+            ev = evaluate(run, bench.judgments, measures, relevance_threshold=bench.relevance_threshold,
+                          pairs=bench.pairs, query_ids=[q.id for q in queries], pair_scores=pair_scores)
+            cis = (bootstrap_cis({m: list(ev.per_query.get(m, {}).values()) for m in measures},
+                                 n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0 else {})
+            mvals = {m: MeasureValue(ev.means[m], ev.counts[m], *cis.get(m, (None, None))) for m in measures}
+        extra: dict[str, Any] = {}
+        if isinstance(retriever, HasResultExtra):
+            extra["retriever"] = retriever.result_extra()
+        if analyse and isinstance(retriever, Analysable):
+            extra["analysis"] = retriever.analyse(bench, ctx)
+        facts = pool_facts(self.encoders)
+        if facts:
+            extra[FACTS_KEY] = facts
+        return ResultRecord(
+            key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
+            spec={"retriever": spec.name, "params": dict(spec.params)}, benchmark=bench.name,
+            benchmark_version=bench.version, seed=seed, k=self.s.k, harness_version=HARNESS_VERSION,
+            n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
+            **ledger.to_dict(),
+            rankings=dict(run),
+            environment=self.environment, provenance=provenance(resolved.cls),
+            extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
+                   REUSED_KEY: ledger.reused,
+                   **({"empty_rankings": empty} if empty else {}),
+                   **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}),
+                   **({} if training is None else {"training": training[0] if len(training) == 1 else training}),
+                   **extra},
+        )

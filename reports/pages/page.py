@@ -1,0 +1,225 @@
+"""What every page module shares: the Jinja environment, the site being written (its folder,
+page names and the pages written so far) and the small cell and header builders.
+
+Every string that comes from the store is user-controlled and goes through Jinja's autoescaping;
+the only ``|safe`` in the templates inserts the SVG strings :mod:`reports.plots` builds (which
+escape their own text). File names and anchors derived from names are slugs (``[a-z0-9-]``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from harness.measures import parse_measure
+from harness.store.results import Store
+
+from ..compare import Leaderboard, measure_higher_is_better
+from ..text import finite, slugify
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def sort_script() -> str:
+    """The text of the one inline script every page carries (column sorting)."""
+    return (TEMPLATES / "_sort.js").read_text(encoding="utf-8")
+
+
+def write(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file, so a reader never sees half a page."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+@dataclass
+class Site:
+    """The site being written: where, the names of its pages, and what was written so far."""
+
+    out_dir: Path
+    store: Store  # benchmark content and rankings for the drill-down pages
+    board: Leaderboard
+    title: str
+    generated_at: _dt.datetime
+    env: Environment = field(default_factory=environment)
+    retriever_slugs: dict[str, str] = field(default_factory=dict)  # label → page name
+    drilldowns: dict[int, str] = field(default_factory=dict)  # result id → path from the site root
+    sweep_slugs: dict[str, str] = field(default_factory=dict)  # sweep-only benchmark → page name
+    written: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        used: set[str] = set()
+        self.retriever_slugs = {label: slugify(label, used) for label in self.board.labels()}
+        per_label: dict[str, set[str]] = {}
+        for b in self.board.benchmarks:
+            for g in b.groups:
+                names = per_label.setdefault(g.display, set())
+                for r in g.records:
+                    name = slugify(f"{b.slug}-seed{r.seed}", names)
+                    self.drilldowns[int(r.id or 0)] = f"retriever/{self.retriever_slugs[g.display]}/{name}.html"
+        bench_used = {b.slug for b in self.board.benchmarks}
+        self.sweep_slugs = {name: slugify(name, bench_used) for name in self.board.sweep_only}
+
+    @property
+    def common(self) -> dict[str, Any]:
+        """What every template is given besides its own page's view."""
+        now = self.generated_at.astimezone(_dt.timezone.utc)
+        return {
+            "title": self.title,
+            "generated": now.strftime("%Y-%m-%d %H:%M UTC"),
+            "generated_iso": now.isoformat(timespec="seconds"),
+            "n_results": len(self.board.records),
+            "harness_versions": self.board.harness_versions,
+        }
+
+    def data_files(self, stem: str, rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None,
+                   **meta: Any) -> dict[str, str]:
+        """Write a table's figures as ``data/<stem>.csv`` and ``data/<stem>.json`` (``{"rows": …}``
+        with ``meta``; CSV cells that a spreadsheet would read as a formula neutralised) and return
+        their paths from the site root, for the links next to the table."""
+        from harness.cost.tables import to_csv
+
+        names = list(fields or (rows[0].keys() if rows else []))
+        clean = [{k: r.get(k) for k in names} for r in rows]
+        rel = {"csv": f"data/{stem}.csv", "json": f"data/{stem}.json"}
+        write(self.out_dir / rel["csv"], to_csv(clean, names or ["empty"]))
+        write(self.out_dir / rel["json"], json.dumps({"table": stem, **meta, "columns": names, "rows": clean},
+                                                     indent=1, default=str, ensure_ascii=True) + "\n")
+        self.written.update(rel.values())
+        return rel
+
+    def page(self, template: str, rel: str, **ctx: Any) -> None:
+        """Render ``template`` to ``rel`` (a path from the site root; links inside it are relative)."""
+        root = "../" * rel.count("/")
+        write(self.out_dir / rel, self.env.get_template(template).render(**self.common, root=root, **ctx))
+        self.written.add(rel)
+
+
+# --------------------------------------------------------------------------------------------
+# cells and headers
+
+
+def raw(x: float | None) -> str:
+    """A ``data-value``: the number as Python writes it, empty when missing."""
+    return repr(float(x)) if finite(x) else ""
+
+
+def mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt_count(x: float) -> str:
+    return f"{int(round(x)):,}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+
+def json_dump(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def json_value(v: Any) -> str:
+    return v if isinstance(v, str) else json_dump(v)
+
+
+def _described(m: str) -> tuple[str, int | None, str, str] | None:
+    """``(family, cutoff, description, averaged over)`` of a measure the harness knows; the
+    description without its own "(higher/lower is better)", which the pages say apart."""
+    try:
+        meas = parse_measure(m)
+    except ValueError:
+        return None
+    text = str(getattr(meas, "description", "") or "")
+    text = re.sub(r"\s*\((higher|lower) is better\)", "", text).strip()
+    return str(meas.family), getattr(meas, "k", None), text, str(getattr(meas, "averaged_over", "") or "")
+
+
+def definition(m: str) -> str:
+    """What measure ``m`` is, in one line for a reader: its family's description with the cutoff
+    filled in, and what its mean is taken over; empty for a name the harness does not know."""
+    d = _described(m)
+    if d is None or not d[2]:
+        return ""
+    _, k, text, over = d
+    if k:
+        text = text.replace("top k", f"top {k}").replace("k + 1", f"{k + 1}")
+    return f"{text}; averaged over {over}" if over else text
+
+
+def legend(measures: Sequence[str]) -> list[dict[str, str]]:
+    """The measures of a table with their definitions, for the legend under it: one entry per
+    measure family (``V@k, k = 1, 2, 10``), in column order, only for what the table shows."""
+    families: dict[str, list[str]] = {}
+    for m in measures:
+        d = _described(m)
+        key = d[0] if d is not None and d[1] is not None else m
+        if m not in families.setdefault(key, []):
+            families[key].append(m)
+    out = []
+    for key, names in families.items():
+        m = names[0]
+        higher = measure_higher_is_better(m)
+        d = _described(m)
+        if len(names) == 1 or d is None:
+            name, text = m, definition(m)
+        else:
+            ks = sorted(int(_described(n)[1] or 0) for n in names)  # type: ignore[index]
+            name = f"{key}@k (k = {', '.join(map(str, ks))})"
+            text = f"{d[2]}; averaged over {d[3]}" if d[3] else d[2]
+        meas = parse_measure(m) if d is not None else None
+        chance = (f"Chance level {meas.chance:g}: {meas.chance_why}"
+                  if meas is not None and meas.chance is not None else "")
+        out.append({"name": name, "members": " ".join(names), "chance": chance,
+                    "definition": text or "a measure this version of the harness does not describe",
+                    "direction": "higher is better" if higher else "lower is better", "arrow": "↑" if higher else "↓"})
+    return out
+
+
+def rank_title(rank: tuple[int, int] | None, measure: str | None) -> str:
+    if rank is None:
+        return "not ranked"
+    lo, hi = rank
+    if lo == hi:
+        return f"rank {lo}: {measure} significantly different from every other ranked row (paired tests, Holm-adjusted)"
+    return (f"rank {lo} to {hi}: on {measure}, not significantly different from the rows it could trade "
+            "places with (paired randomisation tests, Holm-adjusted over all pairs)")
+
+
+def header(m: str, *, sort: str = "num", headline: bool = False, n_note: str = "", n_title: str = "",
+           aria: str = "") -> dict[str, Any]:
+    higher = measure_higher_is_better(m)
+    d = definition(m)
+    return {
+        "name": m,
+        "arrow": "↑" if higher else "↓",
+        "direction": ("higher is better" if higher else "lower is better") + (f" · {m}: {d}" if d else ""),
+        "n_note": n_note,
+        "n_title": n_title,
+        "sort": sort,
+        "headline": headline,
+        "aria": aria,
+    }
+
+
+def initial_aria(m: str | None) -> str:
+    """The ``aria-sort`` of the column a table is rendered ordered by (best first)."""
+    if m is None:
+        return ""
+    return "descending" if measure_higher_is_better(m) else "ascending"
+
