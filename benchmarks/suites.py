@@ -11,7 +11,9 @@ A suite the leaderboard shows as a table of its own also declares:
   the rows);
 * ``baselines``: the retrievers whose best row every row of the suite's benchmarks is tested
   against (‡ on the benchmark pages);
-* ``reference``: the retriever whose best row is the other reference (†);
+* ``comparator``: the retriever whose best row is the other row every row is tested against (†;
+  a suite from another package that still declares it under its former name ``reference`` is read
+  the same way);
 * ``relevance``: the measure of topical quality that a row must beat chance on to be ranked (a
   row whose mean is not above the chance row's upper 95% bound on it is listed apart as below
   chance on relevance), and the y axis of the suite's trade-off plot;
@@ -41,7 +43,7 @@ _CHANCE = "random"
 _RUN = [*_BASELINES, _CHANCE]
 # what the leaderboard tests every row of a shown suite's benchmarks against (see above)
 _COMPARED_WITH = ["bm25", "dense", "hyde", "mmr"]
-_REFERENCE = "dense"
+_COMPARATOR = "dense"
 
 
 def _union(*groups: list[str]) -> list[str]:
@@ -63,7 +65,7 @@ SUITES: dict[str, dict[str, Any]] = {
         "retrievers": list(_RUN),
         "headline": ["Sat@10", "V@2", "FVR@10", "PairAcc", "nDCG@10"],
         "baselines": list(_COMPARED_WITH),
-        "reference": _REFERENCE,
+        "comparator": _COMPARATOR,
         "relevance": "nDCG@10",
         "chance": _CHANCE,
         "tradeoff": ["V@2", "nDCG@10"],
@@ -76,7 +78,7 @@ SUITES: dict[str, dict[str, Any]] = {
         "retrievers": list(_RUN),
         "headline": ["nDCG@10", "MAP@10"],
         "baselines": list(_COMPARED_WITH),
-        "reference": _REFERENCE,
+        "comparator": _COMPARATOR,
         "relevance": "nDCG@10",
         "chance": _CHANCE,
     },
@@ -86,7 +88,7 @@ SUITES: dict[str, dict[str, Any]] = {
         "retrievers": list(_RUN),
         "headline": ["Comp@5", "R@5"],
         "baselines": list(_COMPARED_WITH),
-        "reference": _REFERENCE,
+        "comparator": _COMPARATOR,
         "relevance": "R@5",
         "chance": _CHANCE,
     },

@@ -6,9 +6,9 @@
 * one :class:`BenchmarkComparison` per benchmark name: its configuration rows
   (:class:`ConfigGroup`), each measure aggregated over a row's seeds (:class:`Aggregate`: the
   mean, the per-seed means, their standard deviation or, for one seed, the 95% bootstrap CI),
-  and for every measure a :class:`PairedTest` of each row against the best *reference* row and
+  and for every measure a :class:`PairedTest` of each row against the best *comparator* row and
   the best *baseline* row: a two-sided paired randomisation test on per-query values,
-  Holm-adjusted across the rows compared with the same reference on the same measure, with the
+  Holm-adjusted across the rows compared with the same yardstick on the same measure, with the
   per-query win/tie/loss counts;
 * one :class:`SuiteComparison` per overview table: the suite's headline measures averaged over
   the same benchmarks for every ranked row (:func:`headline_set`); rows that lack one of them
@@ -21,7 +21,7 @@ overview tables in :mod:`reports.ranking`; this module assembles them and re-exp
 :mod:`reports.pages` renders these objects as the static site, :mod:`reports.tables` as JSON,
 Markdown or LaTeX tables.
 
-Which retrievers are baselines, which one is the reference and which measures head a suite's
+Which retrievers are baselines, which one is the comparator and which measures head a suite's
 table are declared with the suites and read through :func:`harness.registry.suites` (see
 :class:`SuiteSpec`); nothing here names a retriever.
 
@@ -51,7 +51,7 @@ from harness.store.trust import matched_figures, origin, weakest_trust
 
 # The rows live in reports.rows and the ranking machinery in reports.ranking; their public names
 # are importable from here too.
-from .ranking import (ALPHA, BASELINE, CHANCE_LEVEL, N_RESAMPLES, OTHER_SUITE, REFERENCE, ChanceCheck, PairedTest,
+from .ranking import (ALPHA, BASELINE, CHANCE_LEVEL, COMPARATOR, N_RESAMPLES, OTHER_SUITE, ChanceCheck, PairedTest,
                       SuiteComparison, SuiteRow, Values, below_chance, chance_floor, headline_set, is_better,
                       measure_higher_is_better, order_rows, rank_intervals, significance, sort_value,
                       suite_comparison, win_tie_loss)
@@ -60,7 +60,7 @@ from .rows import (ENCODER_PARAMS, SLICE_RE, Aggregate, BenchmarkSection, Config
 from .text import slugify
 
 __all__ = [
-    "ALPHA", "BASELINE", "CHANCE_LEVEL", "ENCODER_PARAMS", "N_RESAMPLES", "OTHER_SUITE", "REFERENCE", "TASK_ORDER", "SLICE_RE",
+    "ALPHA", "BASELINE", "CHANCE_LEVEL", "COMPARATOR", "ENCODER_PARAMS", "N_RESAMPLES", "OTHER_SUITE", "TASK_ORDER", "SLICE_RE",
     "Aggregate", "BenchmarkComparison", "BenchmarkSection", "ChanceCheck", "ConfigGroup", "Leaderboard", "PairedTest",
     "PerQuery", "SuiteComparison", "SuiteRow", "SuiteSpec", "Values", "assign_trust", "base_name", "below_chance",
     "chance_floor", "collect", "compare", "comparison_suite", "declared_suites", "headline_set", "home_suite",
@@ -95,7 +95,7 @@ def home_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | 
 
 
 def comparison_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
-    """Whose baselines and reference a benchmark's rows are tested against: its home suite's when
+    """Whose baselines and comparator a benchmark's rows are tested against: its home suite's when
     that declares them, else those of the first suite that does."""
     home = home_suite(name, task, specs)
     if home is not None and home.compares:
@@ -246,16 +246,17 @@ class PerQuery:
 
 @dataclass
 class BenchmarkComparison:
-    """One benchmark: its rows and every row's tests against the two references."""
+    """One benchmark: its rows and every row's tests against the two yardsticks (the best
+    comparator row and the best baseline row)."""
 
     section: BenchmarkSection
     measures: list[str]  # every measure a row has: the headline ones first
     per_query: list[dict[str, dict[str, float]]]  # per row: {measure: {qid: mean over seeds}}
     tests: dict[tuple[int, str], list[PairedTest]]  # (row index, measure) → its tests
-    references: dict[str, dict[str, int]]  # measure → {REFERENCE/BASELINE: reference row index}
+    yardsticks: dict[str, dict[str, int]]  # measure → {COMPARATOR/BASELINE: index of the row tested against}
     baselines: tuple[str, ...]
-    reference: str | None
-    suite: str | None  # the suite whose baselines and reference apply
+    comparator: str | None
+    suite: str | None  # the suite whose baselines and comparator apply
     rank_measure: str | None = None  # what orders its rows: its home suite's first headline measure
     standing: dict[int, str] = field(default_factory=dict)  # row index → why it is not ranked (absent: ranked)
     ranks: dict[int, tuple[int, int]] = field(default_factory=dict)  # ranked row index → its rank interval
@@ -397,9 +398,9 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
         pq = [per_query.group(g) for g in s.groups]
         spec = comparison_suite(s.name, s.task, specs)
         baselines = spec.baselines if spec is not None else ()
-        reference = spec.reference if spec is not None else None
-        tests, refs = significance(s.groups, pq, measures, baselines=baselines, reference=reference,
-                                   n_resamples=n_resamples)
+        comparator = spec.comparator if spec is not None else None
+        tests, yardsticks = significance(s.groups, pq, measures, baselines=baselines, comparator=comparator,
+                                         n_resamples=n_resamples)
         ranks: dict[int, tuple[int, int]] = {}
         ranked = [i for i in range(len(s.groups)) if i not in standing]
         if rank_measure is not None and ranked:
@@ -408,7 +409,7 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
                                        measure_higher_is_better(rank_measure), n_resamples=n_resamples)
             ranks = dict(zip(ranked, intervals))
         benchmarks.append(BenchmarkComparison(
-            s, measures, pq, tests, refs, baselines, reference, spec.name if spec is not None else None,
+            s, measures, pq, tests, yardsticks, baselines, comparator, spec.name if spec is not None else None,
             rank_measure, standing, ranks, home.relevance if home else None, home.chance if home else None,
             home.tradeoff if home else None))
     return Leaderboard(records, benchmarks, suite_comparisons(sections, specs, values=per_query.group, n_resamples=n_resamples), sweeps, per_query, n_resamples)

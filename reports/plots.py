@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .text import finite
+
 __all__ = ["PALETTE", "heatmap_svg", "histogram_svg", "line_chart_svg", "survival_curve"]
 
 # Okabe & Ito (2008), most distinct first; yellow last (low contrast on white).
@@ -66,15 +68,6 @@ def _y_axis_label(label: str, top: float, bottom: float) -> str:
     cy = (top + bottom) / 2
     return (f'<text class="axis-label" x="14" y="{_px(cy)}" text-anchor="middle" '
             f'transform="rotate(-90 14 {_px(cy)})">{_esc(label)}</text>')
-
-
-def _finite(x: Any) -> bool:
-    if x is None or isinstance(x, bool):
-        return False
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
 
 
 def _px(x: float) -> str:
@@ -288,6 +281,20 @@ def _legend_layout(labels: list[str], left: float, right: float) -> tuple[list[t
 _LEGEND_ROW = 18
 
 
+def _legend_frame(legend_text: list[str], left: float, width: int, height: int
+                  ) -> tuple[float, float, float, float, list[tuple[float, int]]]:
+    """The frame of a plot whose legend sits below it: the plot box's right, top and bottom, the
+    SVG's height (``height``, or taller when the legend needs more room) and each legend entry's
+    (x offset, row) from :func:`_legend_layout`."""
+    right = width - 16
+    legend_pos, legend_rows = _legend_layout(legend_text, left, right)
+    legend_h = legend_rows * _LEGEND_ROW + (6 if legend_rows else 0)
+    top = 34
+    total_h = max(float(height), top + 120 + 46 + legend_h)
+    bottom = total_h - 46 - legend_h
+    return right, top, bottom, total_h, legend_pos
+
+
 # --------------------------------------------------------------------------------------------
 # survival curve
 
@@ -337,7 +344,7 @@ def line_chart_svg(
             raise ValueError(f"series {label!r}: {len(xs)} x values but {len(ys)} y values")
         segs: list[list[tuple[float, float]]] = [[]]
         for xv, yv in zip(xs, ys):
-            if _finite(xv) and _finite(yv):
+            if finite(xv) and finite(yv):
                 segs[-1].append((float(xv), float(yv)))
             elif segs[-1]:
                 segs.append([])
@@ -362,12 +369,7 @@ def line_chart_svg(
 
     legend_text = [label if segs else f"{label} (no data)" for label, segs in runs]
     left = _y_margin(y0, y1)
-    right = width - 16
-    legend_pos, legend_rows = _legend_layout(legend_text, left, right)
-    legend_h = legend_rows * _LEGEND_ROW + (6 if legend_rows else 0)
-    top = 34
-    total_h = max(float(height), top + 120 + 46 + legend_h)
-    bottom = total_h - 46 - legend_h
+    right, top, bottom, total_h, legend_pos = _legend_frame(legend_text, left, width, height)
 
     xs_ = _Scale(x0, x1, left, right)
     ys_ = _Scale(y0, y1, bottom, top)
@@ -440,7 +442,7 @@ def histogram_svg(
         raise ValueError(f"bins must be >= 1, got {bins}")
     clean: list[tuple[str, np.ndarray]] = []
     for label, values in groups:
-        arr = np.array([float(v) for v in values if _finite(v)], dtype=float)
+        arr = np.array([float(v) for v in values if finite(v)], dtype=float)
         clean.append((str(label), arr))
     non_empty = [a for _, a in clean if a.size]
     if not non_empty:
@@ -450,7 +452,7 @@ def histogram_svg(
     max_count = max(int(c.max()) for c in counts)
 
     x0, x1 = float(edges[0]), float(edges[-1])
-    ref = float(vline) if vline is not None and _finite(vline) else None
+    ref = float(vline) if finite(vline) else None
     if ref is not None:
         x0, x1 = min(x0, ref), max(x1, ref)
     y0, y1 = 0.0, float(max(max_count, 1))
@@ -465,12 +467,7 @@ def histogram_svg(
         else:
             legend_text.append(f"{label} (n=0)")
     left = _y_margin(y0, y1, integer=True)
-    right = width - 16
-    legend_pos, legend_rows = _legend_layout(legend_text, left, right)
-    legend_h = legend_rows * _LEGEND_ROW + (6 if legend_rows else 0)
-    top = 34
-    total_h = max(float(height), top + 120 + 46 + legend_h)
-    bottom = total_h - 46 - legend_h
+    right, top, bottom, total_h, legend_pos = _legend_frame(legend_text, left, width, height)
 
     xs_ = _Scale(x0, x1, left, right)
     ys_ = _Scale(y0, y1, bottom, top)
@@ -578,12 +575,12 @@ def heatmap_svg(
         return _no_data(title, width)
     if len(z) != ny or any(len(row) != nx for row in z):
         raise ValueError(f"z must have {ny} rows of {nx} values")
-    vals: list[list[float | None]] = [[float(v) if v is not None and _finite(v) else None for v in row] for row in z]
-    finite = [v for row in vals for v in row if v is not None]
-    vmin = min(finite) if finite else 0.0
-    vmax = max(finite) if finite else 0.0
+    vals: list[list[float | None]] = [[float(v) if finite(v) else None for v in row] for row in z]
+    known = [v for row in vals for v in row if v is not None]
+    vmin = min(known) if known else 0.0
+    vmax = max(known) if known else 0.0
     best: tuple[int, int] | None = None
-    if finite:
+    if known:
         target = vmax if higher_is_better else vmin
         best = next((i, j) for i in range(ny) for j in range(nx) if vals[i][j] == target)
 
@@ -594,7 +591,7 @@ def heatmap_svg(
     top = 34
     left = 24 + max(_text_w(s) for s in yl) + 10
     bar_w = 14
-    bar_labels = [value_format.format(v) for v in (vmin, vmax)] if finite else []
+    bar_labels = [value_format.format(v) for v in (vmin, vmax)] if known else []
     right = width - (bar_w + 22 + max((_text_w(s) for s in bar_labels), default=0) + 12)
     if right - left < 40 * nx:
         right = left + 40 * nx
@@ -704,7 +701,7 @@ def heatmap_svg(
     parts.append("</g>")
 
     # colour bar: max at the top, min at the bottom; the dark end is the better one
-    if finite:
+    if known:
         bx = right + 16
         grad = _uid("ramp", (hatch, higher_is_better))
         n = len(_SEQUENTIAL) - 1

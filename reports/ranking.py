@@ -1,8 +1,9 @@
 """How the leaderboard's rows (:mod:`reports.rows`) are ranked and tested.
 
-* :func:`significance`: every row of a benchmark against the best *reference* row and the best
-  *baseline* row (:class:`PairedTest`: a two-sided paired randomisation test on per-query values,
-  Holm-adjusted across the rows compared with the same reference on the same measure);
+* :func:`significance`: every row of a benchmark against the best *comparator* row and the best
+  *baseline* row, its two yardsticks (:class:`PairedTest`: a two-sided paired randomisation test on
+  per-query values, Holm-adjusted across the rows compared with the same yardstick on the same
+  measure);
 * :func:`rank_intervals`: a rank interval per row from paired tests of every pair of rows;
 * :func:`below_chance`: whether a row's topical quality is above the chance row's
   (:class:`ChanceCheck`, :func:`chance_floor`);
@@ -27,9 +28,11 @@ from .rows import Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec
 
 ALPHA = 0.05
 N_RESAMPLES = 10_000
-# The two references every row is tested against: the best row of the declared reference
-# retriever, and the best row of any declared baseline.
-REFERENCE, BASELINE = "reference", "baseline"
+# The two yardsticks every row is tested against (a PairedTest's kind): the best row of the
+# suite's declared comparator retriever (†), and the best row of any declared baseline (‡). The
+# values are words the outputs write (a JSON table's "against" values and the keys of its
+# "references", the sig-<kind> class of a mark on the pages), so they stay as they were.
+COMPARATOR, BASELINE = "reference", "baseline"
 # The overview table of stored benchmarks that no suite with a headline lists.
 OTHER_SUITE = "other"
 CHANCE_LEVEL = "chance level"
@@ -63,20 +66,20 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 # --------------------------------------------------------------------------------------------
-# each row against the two references
+# each row against the two yardsticks
 
 
 @dataclass(frozen=True)
 class PairedTest:
-    """One row against one reference row on one measure."""
+    """One row against one yardstick row (the best comparator or baseline row) on one measure."""
 
-    kind: str  # REFERENCE or BASELINE
-    reference: str  # the reference row's display label
+    kind: str  # COMPARATOR or BASELINE
+    yardstick: str  # the display label of the row tested against
     p_raw: float  # two-sided paired randomisation test on the queries both rows scored
-    p_adj: float  # Holm-adjusted across the rows tested against this reference on this measure
+    p_adj: float  # Holm-adjusted across the rows tested against this yardstick on this measure
     family: int  # the number of tests in that Holm family
-    better: bool  # the row's mean is better than the reference row's
-    wins: int  # queries on which the row's value is better than the reference row's
+    better: bool  # the row's mean is better than the yardstick row's
+    wins: int  # queries on which the row's value is better than the yardstick row's
     ties: int  # … equal to it
     losses: int  # … worse than it
 
@@ -107,17 +110,17 @@ def _best_index(idx: Iterable[int], means: Mapping[int, float], higher: bool) ->
 
 
 def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str, Mapping[str, float]]],
-                 measures: Sequence[str], *, baselines: Sequence[str] = (), reference: str | None = None,
+                 measures: Sequence[str], *, baselines: Sequence[str] = (), comparator: str | None = None,
                  n_resamples: int = N_RESAMPLES
                  ) -> tuple[dict[tuple[int, str], list[PairedTest]], dict[str, dict[str, int]]]:
-    """Paired randomisation tests of every row against the best ``reference`` row and against the
-    best row of the ``baselines`` on each measure, on per-query values (means over seeds),
-    Holm-corrected across the rows compared with the same reference on the same measure. A
-    reference row is a trusted one (:meth:`ConfigGroup.trusted_for` the measure: reproduced, or
-    verified on it): a reported figure is tested, never the yardstick. Returns
-    ``{(row, measure): [PairedTest]}`` and ``{measure: {REFERENCE/BASELINE: reference row}}``."""
+    """Paired randomisation tests of every row against the best row of the ``comparator``
+    retriever and against the best row of the ``baselines`` on each measure, on per-query values
+    (means over seeds), Holm-corrected across the rows compared with the same yardstick on the same
+    measure. A yardstick row is a trusted one (:meth:`ConfigGroup.trusted_for` the measure:
+    reproduced, or verified on it): a reported figure is tested, never the yardstick. Returns
+    ``{(row, measure): [PairedTest]}`` and ``{measure: {COMPARATOR/BASELINE: yardstick row}}``."""
     out: dict[tuple[int, str], list[PairedTest]] = {}
-    refs: dict[str, dict[str, int]] = {}
+    yardsticks: dict[str, dict[str, int]] = {}
     plans: list[tuple[str, str, int, list[int], dict[int, float], bool]] = []
     needed: dict[tuple[int, int, str], int] = {}  # the two-sided test is symmetric: one per pair
     for m in measures:
@@ -127,11 +130,11 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
         fin = {i: float(means[i]) for i in cands}  # type: ignore[arg-type]
         trusted = [i for i in cands if groups[i].trusted_for(m)]
         chosen = {
-            REFERENCE: _best_index((i for i in trusted if groups[i].retriever == reference), fin, higher)
-            if reference is not None else None,
+            COMPARATOR: _best_index((i for i in trusted if groups[i].retriever == comparator), fin, higher)
+            if comparator is not None else None,
             BASELINE: _best_index((i for i in trusted if groups[i].retriever in baselines), fin, higher),
         }
-        refs[m] = {k: v for k, v in chosen.items() if v is not None}
+        yardsticks[m] = {k: v for k, v in chosen.items() if v is not None}
         for kind, ref in chosen.items():
             if ref is None:
                 continue
@@ -152,7 +155,7 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
             out.setdefault((i, m), []).append(PairedTest(
                 kind, groups[ref].display, p, adjusted[key], family, is_better(fin[i], fin[ref], higher),
                 *win_tie_loss(per_query[i][m], per_query[ref][m], higher)))
-    return out, refs
+    return out, yardsticks
 
 
 # --------------------------------------------------------------------------------------------

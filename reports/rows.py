@@ -3,7 +3,7 @@
 * :class:`ConfigGroup`: one configuration's results on one benchmark (one per seed), each measure
   aggregated over the seeds (:class:`Aggregate`);
 * :class:`BenchmarkSection`: a benchmark's rows and its headline measures;
-* :class:`SuiteSpec`: a suite as the registry declares it (headline, baselines, reference, chance);
+* :class:`SuiteSpec`: a suite as the registry declares it (headline, baselines, comparator, chance);
 * how names are shown: a model's short name, a local folder's name, a query slice.
 
 :func:`reports.compare.collect` builds the rows from the store; :mod:`reports.ranking` orders and
@@ -75,21 +75,27 @@ def local_display(name: str) -> str:
 # what the suites declare
 
 
+# the former name of a suite's ``comparator`` key, still read from suites that declare it
+LEGACY_COMPARATOR_KEY = "reference"
+
+
 @dataclass(frozen=True)
 class SuiteSpec:
     """A suite as the leaderboard reads it from :func:`harness.registry.suites`.
 
     Besides ``description`` and ``benchmarks``, a suite may declare ``headline`` (the measures of
     its overview table, the first of which orders the rows; a suite without one has no table),
-    ``baselines`` (the retrievers whose best row every row of its benchmarks is tested against)
-    and ``reference`` (the retriever whose best row is the other reference)."""
+    ``baselines`` (the retrievers whose best row every row of its benchmarks is tested against, ‡)
+    and ``comparator`` (the retriever whose best row is the other row they are tested against, †).
+    A suite from an older plug-in that declares the comparator as ``reference`` (its former name)
+    is read the same way."""
 
     name: str
     description: str = ""
     benchmarks: tuple[str, ...] = ()
     headline: tuple[str, ...] = ()
     baselines: tuple[str, ...] = ()
-    reference: str | None = None
+    comparator: str | None = None
     relevance: str | None = None  # the topical measure a ranked row must beat chance on
     chance: str | None = None  # the retriever whose row is the chance level
     tradeoff: tuple[str, str] | None = None  # (violation measure, topical measure) of its scatter
@@ -106,12 +112,13 @@ class SuiteSpec:
 
         pair = names("tradeoff")
         return cls(name, str(entry.get("description", "")), names("benchmarks"), names("headline"),
-                   names("baselines"), one("reference"), one("relevance"), one("chance"),
+                   names("baselines"), one("comparator") or one(LEGACY_COMPARATOR_KEY), one("relevance"),
+                   one("chance"),
                    (pair[0], pair[1]) if len(pair) == 2 else None)
 
     @property
     def compares(self) -> bool:
-        return bool(self.baselines) or self.reference is not None
+        return bool(self.baselines) or self.comparator is not None
 
 
 

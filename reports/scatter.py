@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .plots import _TEXT, _axes, _esc, _finite, _num, _open, _plot_area, _px, _Scale, _title, _no_data, \
-    _y_margin
+from .plots import _TEXT, _axes, _esc, _num, _open, _plot_area, _px, _Scale, _title, _no_data, _y_margin
+from .text import finite
 
 _FRONTIER = "#D55E00"
 _RANKED = "#0072B2"
@@ -100,7 +100,7 @@ def scatter_svg(points: Sequence[Point], *, title: str, x_label: str, y_label: s
     they span :data:`LOG_SPAN` or more) the x axis is log10, from the power of ten below the
     smallest x to the one above the largest (``data-x-scale="log"`` on the root; ``data-x`` keeps
     the values)."""
-    pts = [p for p in points if _finite(p.x) and _finite(p.y) and (not x_log or float(p.x) > 0)]  # type: ignore[arg-type]
+    pts = [p for p in points if finite(p.x) and finite(p.y) and (not x_log or float(p.x) > 0)]  # type: ignore[arg-type]
     if not pts:
         return _no_data(title, width)
     raw_x = [float(p.x) for p in pts]  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ Pages (``out_dir``):
   with the first headline measure. Links to every other page.
 * ``bench/<slug>.html`` — one per benchmark: every stored measure (mean with the 95% bootstrap CI
   for one seed, ± the std over seeds for several), significance marks against the suite's
-  reference retriever (†) and against the best baseline (‡), per-category breakdowns,
+  comparator retriever (†) and against the best baseline (‡), per-category breakdowns,
   violation-survival curves, score separation and sensitivity heatmaps. Benchmarks that only
   have parameter sweeps get a page too.
 * ``efficiency.html`` — time, LLM calls, tokens and dollars per retriever × benchmark, with totals
@@ -43,8 +43,9 @@ Stable hooks for browser tests:
 * as rendered, overview and results tables are ordered by their first headline measure (best
   first) and that header carries ``aria-sort``; overview cells: ``td.measure`` (suite means),
   ``td.coverage``, ``td.bench`` (one per ``th.bench[data-benchmark]``);
-* significance marks: ``span.sig.sig-reference`` (†) / ``span.sig.sig-baseline`` (‡), class
-  ``better``/``worse``, ``data-p`` the Holm-adjusted p, ``title`` its text;
+* significance marks: ``span.sig.sig-reference`` (†, against the comparator: the class keeps its
+  former name) / ``span.sig.sig-baseline`` (‡), class ``better``/``worse``, ``data-p`` the
+  Holm-adjusted p, ``title`` its text;
 * drill-down: ``article.query[data-qid]`` per query, ``tr[data-doc][data-mark]`` per ranked document
   (``satisfying``, ``violating``, ``topical``, ``non-relevant``, ``unjudged``, or ``unknown`` when
   the store has no judgments).

@@ -7,7 +7,7 @@ per-seed means, the standard deviation over seeds or the single seed's 95% boots
 paired test (raw and Holm-adjusted p, win/tie/loss counts); it is strict JSON (a missing or
 non-finite number is ``null``). Markdown (GitHub tables) and LaTeX (``booktabs``) tables show a
 benchmark's headline measures with the site's marks: the best value of a column in bold, † / ‡
-where a row differs from the reference / best baseline row. Every string from the store is
+where a row differs from the best comparator / best baseline row. Every string from the store is
 escaped for the format it is written in.
 """
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .compare import (BASELINE, REFERENCE, Aggregate, BenchmarkComparison, ConfigGroup, Leaderboard,
+from .compare import (BASELINE, COMPARATOR, Aggregate, BenchmarkComparison, ConfigGroup, Leaderboard,
                       SuiteComparison, SuiteRow, measure_higher_is_better)
 from .text import fmt_num, measure_decimals, rank_text, round_half_up, slugify
 
 FORMATS = {"json": "json", "md": "md", "latex": "tex"}  # format → file extension
-MARKS = {REFERENCE: "†", BASELINE: "‡"}
+MARKS = {COMPARATOR: "†", BASELINE: "‡"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def benchmark_data(b: BenchmarkComparison, *, alpha: float, n_resamples: int) ->
         measures = {}
         for m in b.measures:
             measures[m] = {**_aggregate_data(g.measure(m)), "tests": [
-                {"against": t.kind, "reference": t.reference, "p": t.p_raw, "p_holm": t.p_adj, "family": t.family,
+                {"against": t.kind, "reference": t.yardstick, "p": t.p_raw, "p_holm": t.p_adj, "family": t.family,
                  "significant": t.significant, "better": t.better, "wins": t.wins, "ties": t.ties,
                  "losses": t.losses} for t in b.tests_of(i, m)]}
         rows.append({"label": g.display, "retriever": g.retriever, "spec_hash": g.spec_hash,
@@ -89,9 +89,11 @@ def benchmark_data(b: BenchmarkComparison, *, alpha: float, n_resamples: int) ->
         "benchmark": b.section.display or b.name, "local": b.section.local, "query_slice": b.section.query_slice,
         "task": b.task, "version": info.version if info is not None else None,
         "versions": b.section.versions, "headline": b.headline, "measures": b.measures,
-        "suite": b.suite, "reference": b.reference, "baselines": b.baselines, "alpha": alpha,
+        # (the keys "reference" and "references" name the comparator and the yardstick rows: an
+        # output format other tools read, kept as it was)
+        "suite": b.suite, "reference": b.comparator, "baselines": b.baselines, "alpha": alpha,
         "n_resamples": n_resamples,
-        "references": {m: {kind: b.groups[i].display for kind, i in refs.items()} for m, refs in b.references.items()},
+        "references": {m: {kind: b.groups[i].display for kind, i in by_kind.items()} for m, by_kind in b.yardsticks.items()},
         "rows": rows,
     }
 
@@ -126,7 +128,7 @@ def to_json(data: Any) -> str:
 class _Cell:
     value: str  # the mean, as on the site ("–" when missing)
     best: bool  # the best value of its column (after rounding)
-    marks: list[str]  # REFERENCE / BASELINE: the significant tests
+    marks: list[str]  # COMPARATOR / BASELINE: the significant tests
     std: str = ""  # over seeds, with several
     ci: tuple[str, str] | None = None  # a single seed's 95% bootstrap CI
 
@@ -166,8 +168,8 @@ def _arrow(m: str) -> str:
 
 def _legend(b: BenchmarkComparison, code: Callable[[str], str], alpha: float, n_resamples: int) -> str:
     parts = []
-    if b.reference:
-        parts.append(f"{MARKS[REFERENCE]} differs from the best {code(b.reference)} row")
+    if b.comparator:
+        parts.append(f"{MARKS[COMPARATOR]} differs from the best {code(b.comparator)} row")
     if b.baselines:
         parts.append(f"{MARKS[BASELINE]} from the best baseline row ({', '.join(code(x) for x in b.baselines)})")
     tests = (f"{' and '.join(parts)}: Holm-adjusted p < {alpha}, two-sided paired randomisation test on "
@@ -241,7 +243,7 @@ def markdown_suite(s: SuiteComparison) -> str:
 # LaTeX
 
 
-_TEX_MARKS = {REFERENCE: r"\textsuperscript{\dag}", BASELINE: r"\textsuperscript{\ddag}"}
+_TEX_MARKS = {COMPARATOR: r"\textsuperscript{\dag}", BASELINE: r"\textsuperscript{\ddag}"}
 
 
 def _tex_measure(m: str) -> str:

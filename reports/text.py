@@ -10,46 +10,62 @@ from __future__ import annotations
 import hashlib
 import functools
 import math
+import numbers
 import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from harness.measures import PAIRS, parse_measure
+from harness.measures import PAIRS, Measure, parse_measure
 
 DASH = "–"
 SLUG_CHARS = 80  # a page name stays far below every file system's limit of 255 bytes
 
 
 def finite(x: Any) -> bool:
-    """A real number that is neither NaN nor infinite (``bool`` is not a number here)."""
-    return x is not None and isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """Whether ``x`` is a value that a page, a table or a plot shows as a number: a real number
+    (anything :class:`numbers.Real` holds: ``int``, ``float``, ``fractions.Fraction`` and numpy's
+    integer and floating scalars, ``numpy.float32`` included) that is neither NaN nor ±inf and
+    fits in a float. Not finite: ``None`` (missing); ``bool`` and ``numpy.bool_`` (a flag, not a
+    measurement); ``str``, even ``"1.5"`` (no caller parses text); ``Decimal`` and ``complex``
+    (not :class:`numbers.Real`); arrays; an ``int`` too large for a float."""
+    if type(x) is float:  # the common case, without the ABC check
+        return math.isfinite(x)
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 @functools.lru_cache(maxsize=4096)
+def _measure(name: str) -> Measure | None:
+    """The harness's measure ``name``; None for a name it does not know (the functions below then
+    give their default)."""
+    try:
+        return parse_measure(name)
+    except ValueError:
+        return None
+
+
 def measure_decimals(name: str) -> int:
     """The measure's display precision (3 for a name the harness does not know)."""
-    try:
-        return parse_measure(name).decimals
-    except ValueError:
-        return 3
+    m = _measure(name)
+    return 3 if m is None else m.decimals
 
 
-@functools.lru_cache(maxsize=4096)
 def measure_per_query(name: str) -> bool:
-    """Whether the measure's per-query values are keyed by query id (not by pair, as PairAcc's)."""
-    try:
-        return parse_measure(name).averaged_over != PAIRS
-    except ValueError:
-        return True
+    """Whether the measure's per-query values are keyed by query id (not by pair, as PairAcc's;
+    True for a name the harness does not know)."""
+    m = _measure(name)
+    return m is None or m.averaged_over != PAIRS
 
 
-@functools.lru_cache(maxsize=4096)
 def measure_counted(name: str) -> bool:
-    """Whether the measure's mean is over a subset of the queries (its count is shown)."""
-    try:
-        return parse_measure(name).counted
-    except ValueError:
-        return False
+    """Whether the measure's mean is over a subset of the queries (its count is shown; False for a
+    name the harness does not know)."""
+    m = _measure(name)
+    return m is not None and bool(m.counted)
 
 
 def round_half_up(x: float, decimals: int) -> Decimal:

@@ -102,7 +102,7 @@ class BM25Params:
 
 @register("bm25", params=BM25Params, family="lexical", citation=citations.BM25,
           description="BM25 over bm25s (Lucene variant by default), English stopwords, optional stemming",
-          reference="Robertson & Zaragoza 2009; bm25s: Lù 2024, arXiv:2407.03618")
+          paper="Robertson & Zaragoza 2009; bm25s: Lù 2024, arXiv:2407.03618")
 class BM25Retriever:
     def __init__(self, params: BM25Params | None = None):
         from bm25s.tokenization import _infer_stopwords

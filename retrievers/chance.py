@@ -30,7 +30,7 @@ def _query_key(qid: str) -> int:
 
 @register("random", family="chance",
           description="Chance level: a seeded random ranking of the corpus per query (ignores the query)",
-          reference="none: the chance level every method must beat (a uniformly random permutation per query)")
+          paper="none: the chance level every method must beat (a uniformly random permutation per query)")
 class RandomRetriever:
     """Chance level: a seeded random ranking of the corpus per query (ignores the query)."""
 

@@ -1,5 +1,5 @@
 """The papers of the registered methods, declared once and named by each ``@register(...,
-citation=...)``. Every field comes from the repository: the ``reference=`` strings of the adapters
+citation=...)``. Every field comes from the repository: the ``paper=`` strings of the adapters
 and the reference lists of the papers' texts kept with the project's design notes (CoDeR's
 bibliography, NNN's bibliography, DEO's reading notes). A field those sources do not state is left
 out (the NNN paper's text names no authors or year, so its entry has neither)."""

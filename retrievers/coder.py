@@ -82,7 +82,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.data import DataError, default_data_dir
-from harness.models.encoders import DEFAULT_ENCODER, EncoderPool
+from harness.models.pool import EncoderPool
+from harness.models.resolve import DEFAULT_ENCODER
 from harness.core.leakage import TrainingData
 from harness.protocols import RunContext
 from harness.core.topk import run_from_matrix
@@ -477,7 +478,7 @@ def score_separation(pool: EncoderPool, model: str, prefix: str, bench: Benchmar
 
 # what the three CoDeR configurations register alike
 CODER_REGISTRATION: dict[str, Any] = dict(
-    family="compatibility", citation=citations.CODER, reference="Yin, Tang & Du 2026, arXiv:2606.13204",
+    family="compatibility", citation=citations.CODER, paper="Yin, Tang & Du 2026, arXiv:2606.13204",
     trains_on="WordNet antonym/synonym triplets, then NevIR and ExcluIR train queries", trainer="coder",
     artifact_param="compat_model")
 

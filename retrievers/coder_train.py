@@ -30,8 +30,9 @@ its fingerprint, configuration, per-stage data hashes, triplet and step counts, 
 wall time, seed, library versions, device, and the training data (benchmark versions, the query
 and document ids used, and SHA-256 digests of their texts) that the runner checks before it
 scores the encoder anywhere (:mod:`harness.core.leakage`). Artifacts live under
-``$BEYONDSIM_HOME/models/coder/<config hash>/`` and are written atomically (trained in a temporary
-directory, then renamed), so a crash never leaves a half-written model that looks finished.
+``$BEYONDSIM_HOME/models/coder/<config hash>/`` and are written atomically (saved into a temporary
+directory, then renamed: :func:`harness.core.files.replacing_folder`), so a crash never leaves a
+half-written model that looks finished.
 
 ``beyondsim train coder [-p KEY=VALUE ...]`` trains one; ``coder-seq``/``coder-union`` with
 ``compat_model="auto"`` train (or reuse) the one their parameters describe.
@@ -42,10 +43,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
-import os
 import random
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,11 +51,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from harness.models.encoders import DEFAULT_ENCODER, default_device, load_encoder, model_fingerprint
+from harness.models.pool import load_encoder
+from harness.models.resolve import DEFAULT_ENCODER, default_device, model_fingerprint
 from harness.protocols import NullProgress
 from harness.store.provenance import environment
 from harness.run.runner import seed_everything
 from harness.core.leakage import TrainingData, digests, family, text_digest
+from harness.core.files import replacing_folder
+
+from .train_step import MnrlSteps, no_duplicate_batches
 
 CARD = "coder_card.json"
 CARD_FORMAT = "beyondsim.coder-card/1"
@@ -260,29 +262,13 @@ def read_card(path: Path) -> dict[str, Any] | None:
 
 def batches(triplets: Sequence[Triplet], batch_size: int, rng: random.Random, no_duplicates: bool) -> list[list[int]]:
     """Shuffled mini-batches of indices; with ``no_duplicates`` no batch holds the same text twice
-    (an example whose texts clash with the current batch waits for a later one), the rule of
-    sentence-transformers' NO_DUPLICATES batch sampler."""
+    (:func:`retrievers.train_step.no_duplicate_batches`, the rule of sentence-transformers'
+    NO_DUPLICATES batch sampler)."""
+    if no_duplicates:
+        return no_duplicate_batches([(t.query, t.positive, t.negative) for t in triplets], batch_size, rng)
     order = list(range(len(triplets)))
     rng.shuffle(order)
-    if not no_duplicates:
-        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    out: list[list[int]] = []
-    remaining = order
-    while remaining:
-        batch: list[int] = []
-        texts: set[str] = set()
-        rest: list[int] = []
-        for i in remaining:
-            t = triplets[i]
-            mine = {t.query, t.positive, t.negative}
-            if len(batch) < batch_size and not (mine & texts):
-                batch.append(i)
-                texts |= mine
-            else:
-                rest.append(i)
-        out.append(batch)
-        remaining = rest
-    return out
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def mnrl_reference(q: np.ndarray, p: np.ndarray, n: np.ndarray, scale: float = 20.0) -> float:
@@ -298,31 +284,14 @@ def mnrl_reference(q: np.ndarray, p: np.ndarray, n: np.ndarray, scale: float = 2
     return float(-np.mean(logp[np.arange(len(q)), np.arange(len(q))]))
 
 
-def _mnrl_class() -> type:
-    try:  # sentence-transformers ≥ 6
-        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    except ImportError:  # pragma: no cover - older releases
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
-    return MultipleNegativesRankingLoss
-
-
 def train_stage(model: Any, triplets: Sequence[Triplet], cfg: CoderTrainConfig, device: str, *, seed: int,
                 prefix: str, progress: Any = None, label: str = "training") -> dict[str, Any]:
-    """One epoch of MNRL over ``triplets``; returns steps, loss curve and wall time."""
-    import torch
-    from transformers import get_linear_schedule_with_warmup
-
-    MultipleNegativesRankingLoss = _mnrl_class()
-
+    """One epoch of MNRL over ``triplets`` (:class:`retrievers.train_step.MnrlSteps`: the violating
+    document is each anchor's hard negative); returns steps, loss curve and wall time."""
     rng = random.Random(seed)
     plan = batches(triplets, cfg.batch_size, rng, cfg.no_duplicates)
-    loss_fn = MultipleNegativesRankingLoss(model, scale=cfg.scale)
-    decay, no_decay = [], []
-    for n, prm in model.named_parameters():
-        (no_decay if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n else decay).append(prm)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
-    sched = get_linear_schedule_with_warmup(opt, int(math.ceil(cfg.warmup * len(plan))), max(1, len(plan)))
+    mnrl = MnrlSteps(model, len(plan), lr=cfg.lr, weight_decay=cfg.weight_decay, warmup=cfg.warmup,
+                     scale=cfg.scale, device=device)
     model.train()
     curve: list[float] = []
     window: list[float] = []
@@ -330,19 +299,8 @@ def train_stage(model: Any, triplets: Sequence[Triplet], cfg: CoderTrainConfig, 
     t0 = time.perf_counter()
     with (progress or NullProgress()).track(len(plan), label) as advance:
         for b in plan:
-            texts = ([prefix + triplets[i].query for i in b], [triplets[i].positive for i in b],
-                     [triplets[i].negative for i in b])
-            feats = []
-            for col in texts:
-                f = model.preprocess(col) if hasattr(model, "preprocess") else model.tokenize(col)
-                feats.append({k: (v.to(device) if hasattr(v, "to") else v) for k, v in f.items()})
-            loss = loss_fn(feats, None)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            window.append(float(loss.detach()))
+            window.append(mnrl.step(([prefix + triplets[i].query for i in b], [triplets[i].positive for i in b],
+                                     [triplets[i].negative for i in b])))
             if len(window) == every:
                 curve.append(round(sum(window) / len(window), 5))
                 window = []
@@ -389,19 +347,9 @@ def train_coder(cfg: CoderTrainConfig, *, home: Path, data_dir: Path | None, loa
         "wall_s": round(time.perf_counter() - t0, 3),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "training_data": seen.to_dict(),
     }
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save(str(tmp), create_model_card=False)
-    (tmp / CARD).write_text(json.dumps(card, indent=1, sort_keys=True), encoding="utf-8")
-    if target.exists():
-        old = target.parent / f".{target.name}.{os.getpid()}.old"
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, target)
+    with replacing_folder(target) as tmp:
+        model.save(str(tmp), create_model_card=False)
+        (tmp / CARD).write_text(json.dumps(card, indent=1, sort_keys=True), encoding="utf-8")
     log(f"CoDeR compatibility encoder written to {target} ({card['steps']} steps, {card['wall_s']:.0f} s)")
     return target
 

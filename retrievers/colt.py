@@ -51,7 +51,7 @@ splits, the sweep with per-epoch history, wall times and the training data), ``t
 tool embeddings, read with ``allow_pickle=False``) and, after stage 1, ``encoder/`` (a
 sentence-transformers directory). The hash covers every parameter, the seed, the base model's
 fingerprint and both split versions, so a rerun with the same key loads instead of training.
-Artifacts are written to a temporary directory and renamed.
+Artifacts are written to a temporary directory and renamed (:func:`harness.core.files.replacing_folder`).
 
 Leakage: ``training_data`` declares the training split's version, query ids and query texts,
 so the runner refuses to score ``colt`` on a split sharing any of them. Tools are not declared:
@@ -63,8 +63,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +71,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.data import default_data_dir
-from harness.models.encoders import model_fingerprint
+from harness.models.resolve import model_fingerprint
+from harness.core.files import replacing_folder
 from harness.core.leakage import TrainingData, digests, family, text_digest
 from harness.protocols import RunContext
 from harness.store.provenance import environment
@@ -200,7 +199,7 @@ def declared_training_data(bench: Benchmark, queries: Sequence[Query] | None = N
 @register("colt", params=ColtParams, family="dense", citation=citations.COLT,
           description="COLT: a bi-encoder whose tool embeddings are refined by graph collaborative learning over "
                       "queries, scenes and tools (inner-product search)",
-          reference="Qu et al. 2024, Towards Completeness-Oriented Tool Retrieval for LLMs (CIKM), arXiv:2405.16089",
+          paper="Qu et al. 2024, Towards Completeness-Oriented Tool Retrieval for LLMs (CIKM), arXiv:2405.16089",
           trains_on="the benchmark's train split (query-tool pairs and scenes), model selection on its dev split")
 class COLT(DenseRetriever):
     """COLT: stage-1 encoder for queries, collaboratively trained tool embeddings, inner product."""
@@ -335,11 +334,8 @@ class COLT(DenseRetriever):
         pool = self._pool(ctx)
         texts = bench.corpus.texts()
         tool_texts = [p.doc_prefix + t for t in texts]
-        tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
         semantic: dict[str, Any] | None = None
+        model: Any = None  # the fine-tuned encoder, after stage 1
         if p.semantic_epochs > 0:
             model = copy_encoder(pool.model(p.model, p.max_length))
             keep_len = model.max_seq_length
@@ -354,7 +350,6 @@ class COLT(DenseRetriever):
             semantic = train_semantic(model, pairs, epochs=p.semantic_epochs, batch_size=p.semantic_batch_size,
                                       lr=p.semantic_lr, seed=ctx.seed, device=ctx.device, progress=ctx.progress)
             model.max_seq_length = keep_len
-            model.save(str(tmp / "encoder"), create_model_card=False)
 
             def encode(texts: list[str], prefix: str) -> np.ndarray:
                 return np.asarray(model.encode([prefix + t for t in texts], batch_size=p.batch_size,
@@ -382,7 +377,6 @@ class COLT(DenseRetriever):
             if ctx.ledger is not None:
                 ctx.ledger.count("colt.epochs", res["epochs_run"])
         best = max(range(len(runs)), key=lambda i: (runs[i]["best"]["Comp@5"], -i))
-        np.save(tmp / "tools.npy", runs[best]["tools"], allow_pickle=False)
         card = {
             "format": CARD_FORMAT, "params": spec_params(p), "seed": ctx.seed, "base_model": p.model,
             "base_fingerprint": model_fingerprint(p.model), "train": {"benchmark": bench.name, "version": bench.version},
@@ -396,14 +390,11 @@ class COLT(DenseRetriever):
             "wall_s": round(time.perf_counter() - t0, 3), "device": ctx.device, "versions": environment(ctx.device),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        (tmp / CARD).write_text(json.dumps(card, indent=1, sort_keys=True), encoding="utf-8")
-        if path.exists():
-            old = path.parent / f".{path.name}.{os.getpid()}.old"
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        with replacing_folder(path) as tmp:
+            if model is not None:
+                model.save(str(tmp / "encoder"), create_model_card=False)
+            np.save(tmp / "tools.npy", runs[best]["tools"], allow_pickle=False)
+            (tmp / CARD).write_text(json.dumps(card, indent=1, sort_keys=True), encoding="utf-8")
         ctx.log(f"colt: chose layers {sweep[best]['layers']}, c_lambda {sweep[best]['c_lambda']:g} (validation Comp@5 "
                 f"{sweep[best]['val']['Comp@5']:.4f}); written to {path} ({card['wall_s']:.0f} s)")
         return card

@@ -59,7 +59,6 @@ mean. ``ColtModel`` reproduces this with a straight-through term.
 from __future__ import annotations
 
 import copy
-import math
 import random
 import time
 import warnings
@@ -73,6 +72,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .fista import _cpu_threads, as_tensor
+from .train_step import MnrlSteps, no_duplicate_batches
 
 SMALL_GRAPH = 1 << 22  # nodes × dim below which stage 2 runs on one CPU thread
 
@@ -379,54 +379,25 @@ def _train_collaborative(graph: ColtGraph, queries0: np.ndarray, tools0: np.ndar
 
 def pair_batches(pairs: Sequence[tuple[str, str]], batch_size: int, rng: random.Random) -> list[list[int]]:
     """Shuffled batches in which no query text and no tool text appears twice (a pair that
-    clashes with the current batch waits for a later one)."""
-    remaining = list(range(len(pairs)))
-    rng.shuffle(remaining)
-    out: list[list[int]] = []
-    while remaining:
-        batch: list[int] = []
-        seen: set[str] = set()
-        rest: list[int] = []
-        for i in remaining:
-            q, t = pairs[i]
-            if len(batch) < batch_size and q not in seen and t not in seen:
-                batch.append(i)
-                seen.update((q, t))
-            else:
-                rest.append(i)
-        out.append(batch)
-        remaining = rest
+    clashes with the current batch waits for a later one:
+    :func:`retrievers.train_step.no_duplicate_batches`)."""
+    out = no_duplicate_batches(pairs, batch_size, rng)
     return [b for b in out if len(b) > 1]  # a lone pair has no in-batch negative
-
-
-def _mnrl_class() -> type:
-    try:  # sentence-transformers ≥ 6
-        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    except ImportError:  # pragma: no cover - older releases
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
-    return MultipleNegativesRankingLoss
 
 
 def train_semantic(model: Any, pairs: Sequence[tuple[str, str]], *, epochs: int, batch_size: int, lr: float,
                    seed: int, device: str = "cpu", warmup: float = 0.1, scale: float = 20.0,
                    progress: Any = None) -> dict[str, Any]:
     """Stage 1: ``epochs`` epochs of MNRL over (query, tool) text pairs (the texts already carry
-    their prefixes), updating ``model`` (a SentenceTransformer) in place."""
-    from transformers import get_linear_schedule_with_warmup
-
+    their prefixes), updating ``model`` (a SentenceTransformer) in place
+    (:class:`retrievers.train_step.MnrlSteps`, weight decay 0.01, in-batch negatives only)."""
     from harness.protocols import NullProgress
 
     rng = random.Random(seed)
     torch.manual_seed(seed)
     plans = [pair_batches(pairs, batch_size, rng) for _ in range(epochs)]
     steps = sum(len(p) for p in plans)
-    loss_fn = _mnrl_class()(model, scale=scale)
-    decay, no_decay = [], []
-    for n, prm in model.named_parameters():
-        (no_decay if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n else decay).append(prm)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr)
-    sched = get_linear_schedule_with_warmup(opt, int(math.ceil(warmup * steps)), max(1, steps))
+    mnrl = MnrlSteps(model, steps, lr=lr, weight_decay=0.01, warmup=warmup, scale=scale, device=device)
     model.train()
     curve: list[float] = []
     t0 = time.perf_counter()
@@ -434,17 +405,7 @@ def train_semantic(model: Any, pairs: Sequence[tuple[str, str]], *, epochs: int,
         for plan in plans:
             total, n = 0.0, 0
             for b in plan:
-                feats = []
-                for col in ([pairs[i][0] for i in b], [pairs[i][1] for i in b]):
-                    f = model.preprocess(col) if hasattr(model, "preprocess") else model.tokenize(col)
-                    feats.append({k: (v.to(device) if hasattr(v, "to") else v) for k, v in f.items()})
-                loss = loss_fn(feats, None)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                total += float(loss.detach())
+                total += mnrl.step(([pairs[i][0] for i in b], [pairs[i][1] for i in b]))
                 n += 1
                 advance(1)
             curve.append(round(total / max(n, 1), 5))

@@ -7,8 +7,8 @@ embeddings are cached on disk by the pool, so a second run re-encodes nothing. Q
 prefixes are parameters (e.g. BGE's ``"Represent this sentence for searching relevant passages: "``).
 ``pooling`` picks how token states become one vector: ``auto`` keeps a model's sentence-transformers
 config and gives a hub model without one the pooling its model card prescribes
-(:func:`harness.models.encoders.resolve_pooling`); ``mean``, ``cls``, ``max`` or ``lasttoken`` override it.
-``backend`` says what runs the encoder (:data:`harness.models.encoders.BACKENDS`): ``torch`` (default),
+(:func:`harness.models.resolve.resolve_pooling`); ``mean``, ``cls``, ``max`` or ``lasttoken`` override it.
+``backend`` says what runs the encoder (:data:`harness.models.onnx.BACKENDS`): ``torch`` (default),
 ``onnx`` (its transformer exported to ONNX once, cached beside the embeddings, and run by ONNX
 Runtime on the CPU: torch's embeddings to rounding) or ``onnx-int8`` (the export's weights quantised
 to int8: a different model, whose embeddings and rankings differ); every method whose parameters
@@ -23,8 +23,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.models.encoders import (BACKENDS, DEFAULT_BACKEND, DEFAULT_ENCODER, POOLING_CHOICES, EncoderPool,
-                                     card_normalization, resolve_pooling)
+from harness.models.onnx import BACKENDS, DEFAULT_BACKEND
+from harness.models.pool import EncoderPool
+from harness.models.resolve import DEFAULT_ENCODER, POOLING_CHOICES, card_normalization, resolve_pooling
 from harness.protocols import RunContext
 from harness.core.topk import run_from_matrix
 from harness.registry import added_param, register
@@ -93,7 +94,7 @@ class DenseIndex:
 
     @property
     def backend(self) -> str:
-        """What runs the encoder (:data:`harness.models.encoders.BACKENDS`); ``torch`` for params without a
+        """What runs the encoder (:data:`harness.models.onnx.BACKENDS`); ``torch`` for params without a
         ``backend`` field."""
         return getattr(self.params, "backend", DEFAULT_BACKEND)
 
@@ -126,7 +127,7 @@ class DenseIndex:
 @register("dense", params=PooledDenseParams, family="dense", citation=citations.SBERT,
           description="A sentence-transformers encoder and exact inner-product search (faiss); pooling and "
                       "normalisation selectable",
-          reference="Reimers & Gurevych 2019, arXiv:1908.10084")
+          paper="Reimers & Gurevych 2019, arXiv:1908.10084")
 class DenseRetriever(DenseIndex):
     """Ranks by the inner product of the query embedding (``encode_queries``, which HyDE and DEO
     override) with each document's."""
@@ -181,7 +182,7 @@ class ContrieverParams(PooledDenseParams):
 @register("contriever", params=ContrieverParams, family="dense", citation=citations.CONTRIEVER,
           description="Contriever (facebook/contriever, a hub model: online users): mean pooling, inner product, "
                       "no normalisation",
-          reference="Izacard et al. 2022, TMLR, arXiv:2112.09118")
+          paper="Izacard et al. 2022, TMLR, arXiv:2112.09118")
 class Contriever(DenseRetriever):
     """``dense`` with Contriever's defaults (CoDeR's dense baseline)."""
 

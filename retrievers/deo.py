@@ -38,7 +38,7 @@ from typing import IO, Any, Sequence
 import numpy as np
 import torch
 
-from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.resolve import DEFAULT_ENCODER
 from harness.models.llm import ChatRequest, LLMClient, extract_json_object
 from harness.protocols import RunContext
 from harness.registry import register
@@ -200,7 +200,7 @@ def optimise_embeddings(e0: np.ndarray, positives: Sequence[np.ndarray], negativ
 
 @register("deo", params=DeoParams, family="embedding optimisation", citation=citations.DEO, uses_llm=lambda p: p.decomposer == "llm",
           description="The query embedding optimised towards LLM-written positive and away from negative sub-queries",
-          reference="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
+          paper="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
 class DEO(DenseRetriever):
     """DEO with LLM decomposition (``decomposer="rules"`` switches to the rule-based splitter)."""
 
@@ -285,7 +285,7 @@ class DEO(DenseRetriever):
 @register("deo-rules", params=DeoRulesParams, family="embedding optimisation", citation=citations.DEO,
           uses_llm=lambda p: p.decomposer == "llm",
           description="DEO with a rule-based decomposer for explicit negation and exclusion cues: no LLM call",
-          reference="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
+          paper="Lee, Park, Hwang & Jang 2026, arXiv:2603.09185")
 class DEORules(DEO):
     """DEO with the rule-based decomposer: no LLM call, zero API cost."""
 

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.resolve import DEFAULT_ENCODER
 from harness.models.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
@@ -86,7 +86,7 @@ def prompt_for(params: HydeParams, benchmark: str) -> str:
 
 @register("hyde", params=HydeParams, family="LLM expansion", citation=citations.HYDE, uses_llm=True,
           description="Search by the mean embedding of the query and LLM-written passages that answer it",
-          reference="Gao, Ma, Lin & Callan, ACL 2023, arXiv:2212.10496")
+          paper="Gao, Ma, Lin & Callan, ACL 2023, arXiv:2212.10496")
 class HyDE(DenseRetriever):
     def __init__(self, params: HydeParams | None = None):
         super().__init__(params or HydeParams())

@@ -49,7 +49,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.resolve import DEFAULT_ENCODER
 from harness.protocols import RunContext
 from harness.registry import register
 from harness.types import Corpus, Query, Run
@@ -245,21 +245,21 @@ class _NNNBase(_EmbeddingRetriever):
 
 @register("nnn-fix", params=NNNParams, family="decoding", citation=citations.NNN,
           description="NNN decoding: a non-negative elastic net of frozen document embeddings reconstructs the query",
-          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
+          paper="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class NNNFix(_NNNBase):
     """NNN decoding on frozen dense embeddings (λ1, λ2 > 0)."""
 
 
 @register("l1-fix", params=L1Params, family="decoding", citation=citations.NNN,
           description="NNN decoding with λ2 = 0 (non-negative lasso) on frozen embeddings",
-          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
+          paper="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class L1Fix(_NNNBase):
     """NNN decoding with λ2 = 0 (non-negative lasso)."""
 
 
 @register("l2-fix", params=L2Params, family="decoding", citation=citations.NNN,
           description="NNN decoding with λ1 = 0 (non-negative ridge) on frozen embeddings",
-          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
+          paper="Non-negative Elastic Net Decoding for Information Retrieval (NNN)")
 class L2Fix(_NNNBase):
     """NNN decoding with λ1 = 0 (non-negative ridge); no screening (the support is not small)."""
 
@@ -309,7 +309,7 @@ def mmr_select(rel: Any, sim: Any, lam: float, k: int) -> np.ndarray:
 
 @register("mmr", params=MMRParams, family="diversification", citation=citations.MMR,
           description="Maximal marginal relevance re-ranking of the dense top candidates",
-          reference="Carbonell & Goldstein, SIGIR 1998")
+          paper="Carbonell & Goldstein, SIGIR 1998")
 class MMR(_EmbeddingRetriever):
     """Maximal Marginal Relevance re-ranking of the dense top candidates."""
 

@@ -263,7 +263,7 @@ def _same_corpus(a: Corpus, b: Corpus) -> bool:
 
 @register("nnn-tr", params=NNNTrParams, family="decoding", citation=citations.NNN,
           description="NNN decoding with a query encoder and corpus adapter trained through unrolled FISTA",
-          reference="Non-negative Elastic Net Decoding for Information Retrieval (NNN)",
+          paper="Non-negative Elastic Net Decoding for Information Retrieval (NNN)",
           trains_on="the benchmark's train split, early-stopped on its dev split")
 class NNNTr(NNNFix):
     """NNN decoding with a trained model: fine-tuned query encoder + corpus adapter ("paper") or a

@@ -55,7 +55,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.cost.audit import PER_DOCUMENT
-from harness.models.encoders import DEFAULT_ENCODER
+from harness.models.resolve import DEFAULT_ENCODER
 from harness.models.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
@@ -319,7 +319,7 @@ class NsirParams(DenseParams):
 @register("nsir", params=NsirParams, family="neural-symbolic reranking", citation=citations.NSIR, uses_llm=True,
           description="Reranks a dense top-100 by aligning each text with its LLM-written first-order logic "
                       "(optimal transport, negation sign)",
-          reference="Xu, Zhang, Mei et al., Findings of ACL 2025, arXiv:2505.22299")
+          paper="Xu, Zhang, Mei et al., Findings of ACL 2025, arXiv:2505.22299")
 class NSIR(DenseRetriever):
     """NS-IR: dense top-N reranked by logic alignment and the connective constraint."""
 

@@ -44,7 +44,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from harness.models.encoders import EncoderError, default_device, hub_offline_uncached, one_line, resolve_model
+from harness.models.resolve import EncoderError, default_device, hub_offline_uncached, one_line, resolve_model
 from harness.core.ledger import PHASES
 from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable, RunContext, Trainable)
 from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
@@ -159,7 +159,7 @@ def cross_encoder_loaded(name: str, device: str | None = None, max_length: int |
 def load_cross_encoder(name: str, device: str | None = None, max_length: int | None = None) -> Any:
     """A ``sentence_transformers.CrossEncoder`` for ``name`` (a local directory, a packaged model or
     a hub name), loaded once per process; local and packaged models never touch the network. A
-    model that cannot be loaded is an :class:`~harness.models.encoders.EncoderError` of one line."""
+    model that cannot be loaded is an :class:`~harness.models.resolve.EncoderError` of one line."""
     rm = resolve_model(name)
     where = ("the Hugging Face hub (offline, give a local directory: rerank.model=PATH)"
              if rm.source == "hub" else f"{rm.source} directory {rm.path}")
@@ -192,7 +192,7 @@ class _StageTime:
 @register(NAME, params=RerankParams, family="reranking", citation=citations.MONOBERT,
           description="A cross-encoder (sentence-transformers; default BAAI/bge-reranker-large) rescoring the top N "
                       "of any first-stage retriever",
-          reference="Nogueira & Cho 2019, arXiv:1901.04085; as in CoDeR Table 11 (Yin, Tang & Du 2026, "
+          paper="Nogueira & Cho 2019, arXiv:1901.04085; as in CoDeR Table 11 (Yin, Tang & Du 2026, "
                     "arXiv:2606.13204)",
           uses_llm=_first_stage_calls_llm)
 class Rerank:

@@ -107,7 +107,7 @@ def share_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory: pytest.TempPathFactory):
     """An encoder pool (CPU) with an embedding cache shared by the tests of one module."""
-    from harness.models.encoders import EncoderPool
+    from harness.models.pool import EncoderPool
 
     return EncoderPool(tmp_path_factory.mktemp("cache"), "cpu")
 

@@ -19,7 +19,7 @@ from tests.factories import make_record
 from tests.test_site import table_rows
 
 SUITES = {"constraint": {"description": "c", "benchmarks": ["b1", "b2", "b3", "b4"], "headline": ["nDCG@10"],
-                         "baselines": ["bm25"], "reference": "dense"}}
+                         "baselines": ["bm25"], "comparator": "dense"}}
 QIDS = [f"q{i}" for i in range(12)]
 
 

@@ -177,10 +177,10 @@ def test_check_unseen_catches_versions_ids_and_texts() -> None:
 def test_library_mnrl_equals_the_written_out_loss() -> None:
     import torch
 
-    from harness.models.encoders import load_encoder
-    from retrievers.coder_train import _mnrl_class
+    from harness.models.pool import load_encoder
+    from retrievers.train_step import mnrl_class
 
-    MultipleNegativesRankingLoss = _mnrl_class()
+    MultipleNegativesRankingLoss = mnrl_class()
 
     model = load_encoder("all-MiniLM-L6-v2", "cpu")
     q = ["not hot", "a city without cars", "cold"]
@@ -268,7 +268,7 @@ def test_full_sampling_never_touches_the_test_splits() -> None:
 @NEED_DATA
 def test_training_raises_the_margin_on_what_it_saw(artifact: Path) -> None:
     """The satisfying-minus-violating margin on the stage-2 training triplets grows with training."""
-    from harness.models.encoders import load_encoder
+    from harness.models.pool import load_encoder
 
     trips, _, _ = stage2_triplets(CoderTrainConfig(stage2_per_source=48, seed=0), _loader)
 
@@ -319,7 +319,7 @@ def test_cli_run_train_and_sweep(artifact: Path, home: Path, tmp_path: Path) -> 
     assert search["queries"] == seq.n_queries and search["kept"]["min"] <= search["kept"]["mean"] <= 100
     # Seq's rankings: the candidates that pass the filter first, then the others in topical order;
     # check one against the encoders
-    from harness.models.encoders import load_encoder
+    from harness.models.pool import load_encoder
 
     bench = _loader("diag/antonym")
     q = bench.eval_queries[0]
@@ -360,7 +360,7 @@ def test_cli_run_train_and_sweep(artifact: Path, home: Path, tmp_path: Path) -> 
 def test_compat_alone_ranks_by_the_trained_encoder(artifact: Path, home: Path) -> None:
     """coder-compat (Table 10's middle row) against the artifact's embeddings ranked by numpy, and
     with an untrained MiniLM as E_C, against dense: the same rankings and the same figures."""
-    from harness.models.encoders import load_encoder
+    from harness.models.pool import load_encoder
 
     res = invoke("run", "coder-compat", "-p", f"coder-compat.compat_model={artifact}", "-b", "diag/antonym")
     assert res.exit_code == 0, res.output

@@ -72,7 +72,7 @@ def _minilm_scores(bench, home: Path) -> tuple[np.ndarray, np.ndarray]:
     """All query-document cosines under MiniLM (``(queries, documents)``) and each query's top 100
     documents by them: the candidates and s_T (and, with MiniLM standing in, s_C). The embeddings
     come from the runs' cache; the ranking is computed here."""
-    from harness.models.encoders import EncoderPool
+    from harness.models.pool import EncoderPool
 
     pool = EncoderPool(home / "cache", "cpu")
     d = pool.encode("all-MiniLM-L6-v2", bench.corpus.texts())

@@ -19,7 +19,7 @@ from harness.protocols import DeclaresTrainingData, RunContext, Trainable
 from harness.registry import get_retriever_class, retriever_info
 from harness.types import Benchmark, Corpus, Document, Query
 from tests.factories import make_benchmark, make_corpus
-from harness.models.encoders import model_fingerprint
+from harness.models.resolve import model_fingerprint
 from retrievers.colt import COLT, ColtParams, artifact_key, declared_training_data, parse_grid
 from retrievers.colt_train import (ColtModel, ValSet, bipartite, build_graph, candidate_lists, edge_dropout,
                                    info_nce, laplace, multi_label_loss, propagate, row_mean, to_torch)
@@ -179,7 +179,7 @@ def test_params() -> None:
 def test_registered() -> None:
     assert get_retriever_class("colt") is COLT
     info = retriever_info(COLT)
-    assert info.name == "colt" and "2405.16089" in info.reference and info.trains_on
+    assert info.name == "colt" and "2405.16089" in info.paper and info.trains_on
     assert isinstance(COLT(), Trainable) and isinstance(COLT(), DeclaresTrainingData)
 
 

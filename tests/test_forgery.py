@@ -15,7 +15,7 @@ import pytest
 from harness import registry
 from harness.record.bundle import write_bundle
 from harness.store.results import IMPORTED, Store, result_key
-from reports.compare import ConfigGroup, REFERENCE, compare, significance
+from reports.compare import COMPARATOR, ConfigGroup, compare, significance
 from tests.test_cli import invoke, make_beir
 
 BENCH = "beir/tiny-med"
@@ -231,9 +231,9 @@ def test_8b_content_of_a_benchmark_not_here_is_replaced_by_a_run_here(exported: 
         assert "attacker's text" not in [q["text"] for q in store.queries_of(content["benchmark_version"])]
 
 
-def test_9_a_reported_row_is_never_the_significance_reference(exported: list[dict], tmp_path: Path) -> None:
-    """A figures-only row of the reference retriever with per-query values of 1.0 used to become the
-    † reference: every checked row was marked worse than it."""
+def test_9_a_reported_row_is_never_the_significance_yardstick(exported: list[dict], tmp_path: Path) -> None:
+    """A figures-only row of the comparator retriever with per-query values of 1.0 used to become the
+    † yardstick: every checked row was marked worse than it."""
     home = tmp_path / "home"
     assert invoke("run", "bm25", "-b", BENCH).exit_code == 0
     claimed = figures_only(exported[1], 1.0)
@@ -243,15 +243,15 @@ def test_9_a_reported_row_is_never_the_significance_reference(exported: list[dic
         (bench,) = [b for b in compare(store, n_resamples=200).benchmarks if b.name == BENCH]
     groups = bench.groups
     assert {g.display: g.trust for g in groups} == {"bm25": "reproduced", "dense (claimed)": "reported"}
-    tests, refs = significance(groups, bench.per_query, ["nDCG@10"], reference="dense", n_resamples=200)
-    assert refs["nDCG@10"] == {} and tests == {}
-    # the same figures, verified on nDCG@10, are a reference
+    tests, yardsticks = significance(groups, bench.per_query, ["nDCG@10"], comparator="dense", n_resamples=200)
+    assert yardsticks["nDCG@10"] == {} and tests == {}
+    # the same figures, verified on nDCG@10, are a yardstick
     for g in groups:
         if g.display == "dense (claimed)":
             g.records[0].extra["origin"]["verified"] = {"measures": ["nDCG@10"]}
             g.trust = "verified"
-    _, refs = significance(groups, bench.per_query, ["nDCG@10"], reference="dense", n_resamples=200)
-    assert groups[refs["nDCG@10"][REFERENCE]].display == "dense (claimed)"
+    _, yardsticks = significance(groups, bench.per_query, ["nDCG@10"], comparator="dense", n_resamples=200)
+    assert groups[yardsticks["nDCG@10"][COMPARATOR]].display == "dense (claimed)"
 
 
 def test_verify_never_reads_or_prints_a_folder_a_file_names(exported: list[dict], tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ CONCRETE = re.compile(r"(?<![\w-])(bm25|dense|hyde|deo(-rules)?|coder(-seq|-unio
                       r"(?![\w-])", re.I)
 # (module, text the literal contains): why it may name a retriever.
 ALLOWED = {
-    ("common.py", "e.g. dense.model=all-MiniLM-L6-v2"): "an example in the --param error message, like a help text",
+    ("console.py", "e.g. dense.model=all-MiniLM-L6-v2"): "an example in the --param error message, like a help text",
     ("cmd_data.py", "run it with: beyondsim run bm25 -b"): "data check shows a command line to copy; bm25 ships with "
                                                       "every install",
 }
@@ -117,7 +117,7 @@ def test_every_retriever_declares_its_metadata() -> None:
     for ep in _our_retriever_entry_points():
         cls = ep.load()
         info = registry.retriever_info(cls)
-        assert info.description and info.family and info.reference, ep.name
+        assert info.description and info.family and info.paper, ep.name
         assert "\n" not in info.description, ep.name
         assert bool(info.trainer) == bool(info.artifact_param), ep.name
         if info.artifact_param:

@@ -177,3 +177,35 @@ def test_topical_recall_counts_violating_documents_and_matches_pytrec_eval() -> 
         assert ev.per_query[f"TR@{k}"] == pytest.approx({q: v[f"recall_{k}"] for q, v in trec.items()})
     # plain R@k counts only the satisfying document
     assert evaluate(run, judged, ["R@3"], relevance_threshold=2).per_query["R@3"] == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
+
+
+def test_a_measure_names_its_relevance_level_and_is_scored_at_it() -> None:
+    """``R(rel=1)@k`` on a benchmark whose threshold is 2 is pytrec_eval's recall at relevance
+    level 1; the plain name keeps the benchmark's level; names, equality and parsing carry rel."""
+    import pytrec_eval
+
+    run = Run({"q1": [("t1", 3.0), ("s1", 2.0), ("x", 1.0)], "q2": [("t2", 2.0), ("y", 1.0)]})
+    judged = Judgments({"q1": {"s1": 2, "t1": 1, "n1": 1}, "q2": {"s2": 2, "t2": 1}})
+    names = ["R@1", "R(rel=1)@1", "R(rel=2)@1", "nDCG(rel=1)@3", "MAP(rel=1)@3", "P(rel=1)@2", "Comp(rel=1)@3",
+             "Sat(rel=1)@1", "Sat@1"]
+    ev = evaluate(run, judged, names, relevance_threshold=2)
+    assert list(ev.means) == names
+    assert ev.per_query["R@1"] == ev.per_query["R(rel=2)@1"] == {"q1": 0.0, "q2": 0.0}
+    assert ev.per_query["R(rel=1)@1"] == pytest.approx({"q1": 1 / 3, "q2": 1 / 2})
+    assert ev.per_query["Comp(rel=1)@3"] == {"q1": 0.0, "q2": 0.0}  # n1 / s2 are never retrieved
+    assert ev.per_query["Sat(rel=1)@1"] == {"q1": 1.0, "q2": 1.0} and ev.per_query["Sat@1"] == {"q1": 0.0, "q2": 0.0}
+    scored = {q: {d: float(10 - i) for i, (d, _) in enumerate(run[q])} for q in run}
+    for level in (1, 2):
+        trec = pytrec_eval.RelevanceEvaluator(judged.relevance, {"recall.1", "map_cut.3", "P.2", "ndcg_cut.3"},
+                                              relevance_level=level).evaluate(scored)
+        mine = evaluate(run, judged, [f"R(rel={level})@1", f"MAP(rel={level})@3", f"P(rel={level})@2",
+                                      f"nDCG(rel={level})@3"], relevance_threshold=3 - level)
+        for name, key in ((f"R(rel={level})@1", "recall_1"), (f"MAP(rel={level})@3", "map_cut_3"),
+                          (f"P(rel={level})@2", "P_2"), (f"nDCG(rel={level})@3", "ndcg_cut_3")):
+            assert mine.per_query[name] == pytest.approx({q: v[key] for q, v in trec.items()}), name
+    m = parse_measure("nDCG(rel=2)@10")
+    assert (m.name, m.k, m.rel, repr(m)) == ("nDCG(rel=2)@10", 10, 2, "NDCG(cutoff=10, rel=2)")
+    assert m != parse_measure("nDCG@10") and m == parse_measure(" nDCG(rel=2)@10 ") and len({m, parse_measure(m.name)}) == 1
+    for bad in ("V(rel=2)@2", "FVR(rel=1)@10", "PairAcc(rel=2)", "R(rel=0)@5", "nDCG(rel=x)@10", "nDCG@10(rel=2)"):
+        with pytest.raises(ValueError):
+            parse_measure(bad)

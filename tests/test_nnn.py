@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.optimize import nnls
 
-from harness.models.encoders import EncoderPool
+from harness.models.pool import EncoderPool
 from harness.protocols import RunContext
 from harness.registry import instantiate, make_spec
 from harness.types import Corpus, Query

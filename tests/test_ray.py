@@ -27,7 +27,8 @@ ray = pytest.importorskip("ray")
 
 from fake_llm import FakeLLMServer  # noqa: E402
 from harness.run import distributed  # noqa: E402
-from harness.models.encoders import EmbeddingCache, EncoderPool  # noqa: E402
+from harness.models.embedding_cache import EmbeddingCache  # noqa: E402
+from harness.models.pool import EncoderPool  # noqa: E402
 from harness.core.ledger import read_journal  # noqa: E402
 from harness.models.llm import LLMSettings, cache_file  # noqa: E402
 from harness.registry import make_spec  # noqa: E402
@@ -232,7 +233,7 @@ LOCAL_DRIVER = """
 import json, os, sys
 from pathlib import Path
 import ray
-from harness import distributed
+from harness.run import distributed
 
 def descendants(root):
     parent = {}

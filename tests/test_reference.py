@@ -158,7 +158,7 @@ def test_plan_errors_name_the_configuration_and_field(tmp_path: Path) -> None:
     text = str(e.value)
     assert f"{p}: config 2: seeds:" in text and f"{p}: config 2: max_queries:" in text
     p.write_text('[[config]]\nretriver = "bm25"\n')
-    with pytest.raises(PlanError, match="config 1: retriver: Extra inputs are not permitted"):
+    with pytest.raises(PlanError, match="config 1: retriver: unknown field; the fields are retriever, label"):
         load_plan(p)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import re
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -381,6 +383,22 @@ def test_measure_formatting():
     assert measure_higher_is_better("FVR@10") is True
 
 
+@pytest.mark.parametrize("x,expected", [
+    (0.5, True), (0, True), (-3, True), (np.float64(0.5), True), (np.float32(0.5), True),
+    (np.int64(2), True), (Fraction(1, 3), True),
+    (float("nan"), False), (float("inf"), False), (-float("inf"), False), (np.float32("nan"), False),
+    (None, False), (True, False), (False, False), (np.bool_(True), False), ("1.5", False), ("nan", False),
+    (Decimal("1.5"), False), (1j, False), (np.array([1.0]), False), (10 ** 400, False),
+])
+def test_finite_is_one_rule_for_text_and_plots(x, expected):
+    """reports.text.finite decides what every page, table and plot shows as a number."""
+    from reports import plots, scatter
+
+    assert text.finite(x) is expected
+    assert plots.finite is scatter.finite is text.finite
+    assert (text.fmt_num(x) != "–") is expected
+
+
 CONCRETE_RETRIEVERS = re.compile(r"\b(bm25|dense|hyde|mmr|coder|nnn|deo)\b", re.I)
 
 
@@ -395,7 +413,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def test_reports_name_no_concrete_retriever():
-    """Baselines and the reference come from the suites (benchmarks/suites.py through the
+    """Baselines and the comparator come from the suites (benchmarks/suites.py through the
     registry): no string literal in reports/ names a retriever (docstrings and comments may)."""
     root = Path(__file__).resolve().parent.parent / "reports"
     files = sorted(root.glob("*.py")) + sorted((root / "pages").glob("*.py"))

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.registry import load_benchmark, make_spec, reference_files
-from harness.record.reproduce import (DIRECTION, FAIL, OK, OKISH, PUBLISHED, REFERENCE, SKIP, MatrixError, Row,
-                                      claim_holds, load_matrix, paired_difference, read_matrix, reference_rows,
-                                      reproduce, select, shipped_matrix, status_of)
+from harness.record.bundle import bundle_rows
+from harness.record.matrix import DIRECTION, PUBLISHED, REFERENCE, MatrixError, load_matrix, read_matrix, select
+from harness.record.reproduce import (FAIL, OK, OKISH, SKIP, claim_holds, paired_difference, reproduce,
+                                      shipped_matrix, status_of)
 from harness.run.runner import Settings
 from harness.store.results import Store
 from harness.store.trust import reproduced_keys
@@ -41,17 +42,42 @@ def bench(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return f"./{tiny.name}"
 
 
-def toml_row(**f: object) -> str:
-    def value(v: object) -> str:
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return json.dumps(v)
-        return repr(v)
+def toml_value(v: object) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return repr(v)
 
-    return "[[row]]\n" + "".join(f"{k} = {value(v)}\n" for k, v in f.items()) + "\n"
+
+def toml_table(header: str, **f: object) -> str:
+    return f"[[{header}]]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in f.items()) + "\n"
+
+
+def condition(row: dict) -> dict:
+    """A flat row (one figure: measure, expected, kind, source, …) as a condition with one score."""
+    c = {k: v for k, v in row.items() if k not in ("measure", "expected", "kind", "source")}
+    return {**c, "scores": {row["measure"]: row["expected"]}} if "measure" in row else c
+
+
+def matrix_text(rows: list[dict]) -> str:
+    """Flat rows as a matrix file: a reference row is a [[condition]] (with its source), a paper's
+    row (source "<paper>, <table>") a condition of that paper's table; one score each."""
+    text = "".join(toml_table("condition", **condition(r), source=r["source"]) for r in rows
+                   if r.get("kind") == "reference")
+    papers: dict[str, dict[str, list[dict]]] = {}
+    for r in rows:
+        if r.get("kind") != "reference":
+            paper, _, table = r["source"].rpartition(", ")
+            papers.setdefault(paper, {}).setdefault(table, []).append(r)
+    for paper, tables in papers.items():
+        text += toml_table("paper", name=paper)
+        for table, these in tables.items():
+            text += toml_table("paper.table", name=table)
+            text += "".join(toml_table("paper.table.condition", kind=r["kind"], **condition(r)) for r in these)
+    return text
 
 
 def base_rows(bench: str, values: dict[tuple[str, str], float] | None = None, tol: float = 1e-6) -> list[dict]:
@@ -68,7 +94,7 @@ def base_rows(bench: str, values: dict[tuple[str, str], float] | None = None, to
 
 
 def write_matrix(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(toml_row(**r) for r in rows), encoding="utf-8")
+    path.write_text(matrix_text(rows), encoding="utf-8")
     return path
 
 
@@ -273,52 +299,121 @@ def test_a_slice_row_scores_the_first_n_judged_queries(tiny: Path, tmp_path: Pat
     assert any(got[(f"{tiny}[:2]", m)] != pytest.approx(got[(str(tiny), m)]) for m in MEASURES)
 
 
-GOOD = {"retriever": "bm25", "benchmark": "nevir", "measure": "V@2", "expected": 0.5, "tolerance": 0.001,
-        "kind": "reference", "source": "reference run", "reason": "r"}
+GOOD = {"retriever": "bm25", "benchmark": "nevir", "tolerance": 0.001, "source": "reference run", "reason": "r",
+        "scores": {"V@2": 0.5}}
+PAPER = {"kind": "published", "retriever": "bm25", "benchmark": "nevir", "tolerance": 0.001, "reason": "r",
+         "scores": {"V@2": 0.5}}
 
 
 @pytest.mark.parametrize("change, field, message", [
-    ({"expected": "high"}, "expected", "must be a number, not str 'high'"),
-    ({"expected": float("nan")}, "expected", "must be a finite number"),
-    ({"tolerance": -0.1}, "tolerance", "must be ≥ 0"),
-    ({"kind": "paper"}, "kind", "must be one of 'reference', 'published'"),
-    ({"measure": "ndcg@10"}, "measure", "unknown measure 'ndcg@10'"),
-    ({"retriever": "bm26"}, "retriever", "unknown retriever 'bm26'. Did you mean 'bm25'"),
+    ({"scores": {"V@2": "high"}}, "scores.V@2", "a score is a number or a table { expected = …, tolerance = … }, "
+                                                "not 'high'"),
+    ({"scores": {"V@2": float("nan")}}, "scores.V@2.expected", "Input should be a finite number, not nan"),
+    ({"scores": {"V@2": {"expected": 0.5, "tol": 1}}}, "scores.V@2.tol", "unknown field; the fields are expected, "
+                                                                         "tolerance, reason, quick"),
+    ({"scores": {"V@2": {"expected": 0.5, "tolerance": -1}}}, "scores.V@2.tolerance", "greater than or equal to 0"),
+    ({"scores": {}}, "scores", "at least 1 item"),
+    ({"scores": {"V@2": 0.5, "V@2 ": 0.6}}, "scores", "'V@2' and 'V@2 ' are one measure, V@2"),
+    ({"tolerance": -0.1}, "tolerance", "Input should be greater than or equal to 0, not -0.1"),
+    ({"tolerance": "wide"}, "tolerance", "Input should be a valid number, not 'wide'"),
+    ({"scores": {"ndcg@10": 0.5}}, "scores.ndcg@10", "unknown measure 'ndcg@10'"),
     ({"params": {"k3": 1}}, "params", "unknown parameter(s) k3"),
     ({"benchmark": "nevr"}, "benchmark", "unknown benchmark 'nevr'"),
     ({"benchmark": "nevir[:0]"}, "benchmark", "a slice [:N] needs N ≥ 1, not 'nevir[:0]'"),
     ({"benchmark": "nevr[:25]"}, "benchmark", "unknown benchmark 'nevr'"),
-    ({"quick": "yes"}, "quick", "must be true or false"),
-    ({"seed": -1}, "seed", "must be a whole number ≥ 0"),
-    ({"source": " "}, "source", "must not be empty"),
-    ({"colour": "red"}, "colour", "unknown field"),
+    ({"quick": "yes"}, "quick", "Input should be a valid boolean, not 'yes'"),
+    ({"seed": -1}, "seed", "Input should be greater than or equal to 0, not -1"),
+    ({"source": " "}, "source", "String should have at least 1 character"),
+    ({"colour": "red"}, "colour", "unknown field; the fields are retriever, params, benchmark, seed"),
+    ({"kind": "reference"}, "kind", "unknown field"),
     ({"reason": None}, "reason", "missing"),
 ])
-def test_a_malformed_row_is_a_one_line_error(change: dict, field: str, message: str, tmp_path: Path) -> None:
+def test_a_malformed_condition_is_a_one_line_error(change: dict, field: str, message: str, tmp_path: Path) -> None:
     bad = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
-    text = toml_row(**GOOD) + toml_row(**bad)
     path = tmp_path / "expected.toml"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(toml_table("condition", **GOOD) + toml_table("condition", **bad), encoding="utf-8")
     with pytest.raises(MatrixError) as e:
         read_matrix(path)
-    assert str(e.value).startswith(f"{path}: row 2: {field}: "), str(e.value)
-    assert message in str(e.value) and "\n" not in str(e.value)
+    where = f"condition 2 ({bad['retriever']} on {bad['benchmark']})"
+    assert str(e.value).startswith(f"{path}: {where}: {field}: "), str(e.value)
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
     res = invoke("--expected", str(path))
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [f"error: {e.value}"]
 
 
+def test_an_unknown_retriever_names_the_condition_by_what_it_says(tmp_path: Path) -> None:
+    path = tmp_path / "expected.toml"
+    path.write_text(toml_table("condition", **{**GOOD, "retriever": "bm26"}), encoding="utf-8")
+    with pytest.raises(MatrixError, match=re.escape(f"{path}: condition 1 (bm26 on nevir): retriever: unknown "
+                                                    "retriever 'bm26'. Did you mean 'bm25'")):
+        read_matrix(path)
+
+
+def paper_text(*conditions: dict, table: str = "Table 3", paper: str = "P (arXiv:1)") -> str:
+    return (toml_table("paper", name=paper) + toml_table("paper.table", name=table)
+            + "".join(toml_table("paper.table.condition", **c) for c in conditions))
+
+
+def test_a_papers_condition_gives_a_row_per_score_with_its_own_overrides(tmp_path: Path) -> None:
+    """The nested shape: paper → table → condition, the configuration and protocol once, a score
+    that says so overriding the condition's tolerance, reason or quick flag."""
+    path = tmp_path / "expected.toml"
+    path.write_text(paper_text({**PAPER, "params": {"k1": 0.5}, "seed": 2,
+                                "scores": {"V@2": 0.4, "FVR@10": {"expected": 3, "tolerance": 0.1, "quick": True,
+                                                                  "reason": "FVR's own"}}},
+                               {**PAPER, "kind": "direction", "baseline": {"retriever": "random"}, "claim": "better",
+                                "scores": {"V@2": -0.1}},
+                               paper="NNN (elastic-net decoding, notes.txt)"), encoding="utf-8")
+    rows = read_matrix(path, first=5)
+    assert [(r.index, r.measure, r.expected, r.tolerance, r.reason, r.quick, r.kind) for r in rows] == [
+        (5, "V@2", 0.4, 0.001, "r", False, PUBLISHED), (6, "FVR@10", 3.0, 0.1, "FVR's own", True, PUBLISHED),
+        (7, "V@2", -0.1, 0.001, "r", False, DIRECTION)]
+    assert {r.source for r in rows} == {"NNN (elastic-net decoding, notes.txt), Table 3"}
+    assert {(r.paper, r.table) for r in rows} == {("NNN (elastic-net decoding, notes.txt)", "Table 3")}
+    assert rows[0].spec == rows[1].spec == make_spec("bm25", {"k1": 0.5}) and {r.seed for r in rows[:2]} == {2}
+    assert rows[2].baseline == make_spec("random") and rows[2].claim == "better" and rows[0].baseline is None
+
+
+@pytest.mark.parametrize("text, where, message", [
+    (paper_text({**PAPER, "kind": "paper"}), "paper 'P (arXiv:1)', table 'Table 3', condition 1 (bm25 on nevir): kind",
+     "Input should be 'published' or 'direction', not 'paper'"),
+    (paper_text({**PAPER, "source": "x"}), "paper 'P (arXiv:1)', table 'Table 3', condition 1 (bm25 on nevir): source",
+     "unknown field"),
+    (paper_text(PAPER, table="Table 3, left"), "paper 'P (arXiv:1)', table 'Table 3, left': name",
+     "a table's name has no ', '"),
+    (paper_text(PAPER) + toml_table("paper.table", name="Table 3") + toml_table("paper.table.condition", **PAPER),
+     "paper 'P (arXiv:1)': table", "two tables named 'Table 3'"),
+    (toml_table("paper", name="P") + toml_table("paper.table", name="T"), "paper 'P', table 'T': condition",
+     "missing"),
+    (toml_table("paper", title="P") + toml_table("paper.table", name="T") + toml_table("paper.table.condition", **PAPER),
+     "paper 1: name", "missing"),
+])
+def test_a_malformed_paper_is_a_one_line_error_naming_paper_table_and_condition(text: str, where: str, message: str,
+                                                                                 tmp_path: Path) -> None:
+    path = tmp_path / "expected.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MatrixError) as e:
+        read_matrix(path)
+    assert str(e.value).startswith(f"{path}: {where}: ") and message in str(e.value), str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_file_level_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "expected.toml"
-    for text, message in ((toml_row(**GOOD) + "expected = 1\n[[row\n", "invalid TOML"),
-                          ('title = "x"\n' + toml_row(**GOOD), "unknown top-level key 'title'"),
-                          ("", "no [[row]] tables"),
-                          (toml_row(**GOOD) + toml_row(**GOOD), "row 2: measure: bm25:nevir:V@2 (reference, "
-                                                                "reference run) is already row 1")):
+    row = toml_table("condition", **GOOD)
+    for text, message in ((row + "tolerance = 1\n[[condition\n", "not valid TOML"),
+                          ('title = "x"\n' + row, "unknown top-level key 'title'"),
+                          ("[[row]]\nretriever = 'bm25'\n", "a [[row]] of the old flat form is a condition with one score"),
+                          ("", "no [[paper]] or [[condition]] tables"),
+                          (row + row, "condition 2, V@2: measure: bm25:nevir:V@2 (reference, reference run) is "
+                                      "already condition 1, V@2")):
         path.write_text(text, encoding="utf-8")
         with pytest.raises(MatrixError, match=re.escape(message)) as e:
             read_matrix(path)
         assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
+    with pytest.raises(MatrixError, match=re.escape(f"{tmp_path / 'none.toml'}: no such file")):
+        read_matrix(tmp_path / "none.toml")
 
 
 def test_status_boundaries() -> None:
@@ -400,7 +495,7 @@ def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measur
 
 def test_the_shipped_matrix_derives_its_reference_rows_from_the_bundle() -> None:
     files = reference_files()
-    derived = reference_rows(files["plan"], files["bundle"])
+    derived = bundle_rows(files["plan"], files["bundle"])
     assert derived and all(r.kind == REFERENCE and r.source.startswith("reference bundle ") for r in derived)
     # expected.toml holds no reference row: every reference figure comes from the bundle
     written = read_matrix(files["expected"])
@@ -446,7 +541,7 @@ def test_derived_rows_follow_a_rebuilt_bundle(tiny: Path, tmp_path: Path) -> Non
         with Runner(settings, store, None, log=lambda m: None) as runner:
             runner.run([make_spec("bm25")], [str(tiny)], [0, 1])
         write_bundle(store, bundle)
-        first = reference_rows(plan, bundle)
+        first = bundle_rows(plan, bundle)
         rec = next(r for r in store.results() if r.seed == 0)
         assert [(r.label, r.measure) for r in first] == [("bm25", "V@2"), ("bm25", "FVR@10")]
         assert [r.expected for r in first] == [round(rec.measures[m].mean, 8) for m in ("V@2", "FVR@10")]
@@ -455,7 +550,7 @@ def test_derived_rows_follow_a_rebuilt_bundle(tiny: Path, tmp_path: Path) -> Non
             runner.run([make_spec("bm25", {"k1": 0.5}, label="bm25 k1"), make_spec("bm25", {"k1": 0.9})],
                        [str(tiny)], [0])
         write_bundle(store, bundle)
-    again = reference_rows(plan, bundle)
+    again = bundle_rows(plan, bundle)
     assert [(r.label, r.measure, r.tolerance, r.quick) for r in again] == [
         ("bm25", "V@2", 0.001, True), ("bm25", "FVR@10", 0.001, True),
         ("bm25 k1", "V@2", 0.01, False), ("bm25 k1", "FVR@10", pytest.approx(0.1), False)]
@@ -501,18 +596,23 @@ def test_direction_rows_are_checked_by_sign_and_one_that_does_not_hold_fails(ben
 
 
 @pytest.mark.parametrize("change, field, message", [
-    ({"claim": "better"}, "claim", "only a direction row has one"),
-    ({"kind": "direction"}, "baseline", "missing (a direction row names its baseline"),
-    ({"kind": "direction", "baseline": {"retriever": "bm25"}, "claim": "worse"}, "claim", "must be one of"),
-    ({"kind": "direction", "baseline": {"retriever": "bm26"}, "claim": "better"}, "baseline", "unknown retriever"),
-    ({"kind": "direction", "baseline": {"name": "bm25"}, "claim": "better"}, "baseline", "must be a table"),
+    ({"claim": "better"}, "claim", "only a direction condition has one, not a published one"),
+    ({"kind": "direction"}, "baseline", "missing (a direction condition names its baseline"),
+    ({"kind": "direction", "baseline": {"retriever": "bm25"}, "claim": "worse"}, "claim",
+     "Input should be 'better' or 'same', not 'worse'"),
+    ({"kind": "direction", "baseline": {"retriever": "bm26"}, "claim": "better"}, "baseline.retriever",
+     "unknown retriever"),
+    ({"kind": "direction", "baseline": {"retriever": "bm25", "params": {"k3": 1}}, "claim": "better"},
+     "baseline.params", "unknown parameter(s) k3"),
+    ({"kind": "direction", "baseline": {"name": "bm25"}, "claim": "better"}, "baseline.retriever", "missing"),
 ])
-def test_a_malformed_direction_row_is_a_one_line_error(change: dict, field: str, message: str, tmp_path: Path) -> None:
+def test_a_malformed_direction_is_a_one_line_error(change: dict, field: str, message: str, tmp_path: Path) -> None:
     path = tmp_path / "expected.toml"
-    path.write_text(toml_row(**GOOD) + toml_row(**{**GOOD, **change}), encoding="utf-8")
+    path.write_text(paper_text(PAPER, {**PAPER, **change}), encoding="utf-8")
     with pytest.raises(MatrixError) as e:
         read_matrix(path)
-    assert str(e.value).startswith(f"{path}: row 2: {field}: ") and message in str(e.value), str(e.value)
+    where = "paper 'P (arXiv:1)', table 'Table 3', condition 2 (bm25 on nevir)"
+    assert str(e.value).startswith(f"{path}: {where}: {field}: ") and message in str(e.value), str(e.value)
 
 
 def test_the_page_groups_the_papers_rows_by_paper_and_table_with_their_reasons() -> None:

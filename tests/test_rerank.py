@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.models.encoders import EncoderError, EncoderPool
+from harness.models.pool import EncoderPool
+from harness.models.resolve import EncoderError
 from harness.core.ledger import Ledger
 from harness.protocols import DeclaresTrainingData, Preparable, RunContext, Scorer, Trainable
 from harness.registry import get_retriever_class, make_spec, retriever_info
@@ -167,7 +168,7 @@ def test_first_stage_spec_is_hashed_and_named_in_the_label(cross_encoder_dir: Pa
 
 def test_registered_metadata_and_first_stage_members() -> None:
     info = retriever_info(get_retriever_class("rerank"))
-    assert info.description and "\n" not in info.description and "arXiv:2606.13204" in info.reference
+    assert info.description and "\n" not in info.description and "arXiv:2606.13204" in info.paper
     assert not info.calls_llm(RerankParams())
     assert info.calls_llm(RerankParams(first_stage="hyde"))  # the first stage's LLM use is rerank's
     bm25 = Rerank(RerankParams())

@@ -8,7 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from harness.models.encoders import EncoderPool, resolve_model
+from harness.models.pool import EncoderPool
+from harness.models.resolve import resolve_model
 from harness.protocols import RunContext
 from harness.core.topk import topk_indices
 from harness.types import Corpus, Document, Query

@@ -22,6 +22,7 @@ from harness.measures.stats import holm, paired_randomization_test
 from harness.store.results import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from harness.types import Document, Query
 from reports import compare, plots, render_site, summary_rows
+from reports.compare import COMPARATOR, SuiteSpec
 from reports.pages import drilldown
 from reports.pages.page import TEMPLATES, environment, sort_script
 from reports.site import MANIFEST
@@ -115,7 +116,7 @@ ANT = {
     "dense": {"V@2": _col([0, 0, 1, 0], ANT_QIDS), "FVR@10": _col([3, 4, 2, 11], ANT_QIDS),
               "nDCG@10": _col([0.6, 0.6, 0.7, 0.9], ANT_QIDS), "PairAcc": {"p1": 1.0, "p2": 1.0}},
 }
-COMPARED = {"baselines": ["bm25", "dense", "hyde", "mmr"], "reference": "dense"}
+COMPARED = {"baselines": ["bm25", "dense", "hyde", "mmr"], "comparator": "dense"}
 SUITES = {
     "demo": {"description": "demo", "benchmarks": ["negconstraint", "beir/scifact"]},
     "constraint": {"description": "Constraint <em>suite</em>",
@@ -356,6 +357,7 @@ def test_benchmark_table_and_holm_marks(site):
         higher = m != "V@2"
         pick = max if higher else min
         best_base = pick(["bm25", "dense"], key=lambda k: means[k][m])
+        # (the sig-<kind> classes are the pages' markup: "reference" for the comparator's †, as before)
         for ref_kind, ref, symbol in (("reference", "dense", "†"), ("baseline", best_base, "‡")):
             raw = {k: paired_randomization_test(per_row[k][m], per_row[ref][m], n_resamples=10000, seed=0)
                    for k in per_row if k != ref}
@@ -377,7 +379,7 @@ def test_benchmark_table_and_holm_marks(site):
             kind_text = "dense" if ref_kind == "reference" else "best baseline"
             assert f"vs {ref} ({kind_text})" not in row[ref][col[m]].attrs.get("title", "")
             assert not [s for s in row[ref][col[m]].iter("span", "sig") if f"sig-{ref_kind}" in s.classes]
-    assert seen_marks >= 4  # coder-seq clearly beats both references on nDCG@10 and FVR@10
+    assert seen_marks >= 4  # coder-seq clearly beats both yardsticks on nDCG@10 and FVR@10
     cmarks = [s.text() for s in row["coder-seq"][col["nDCG@10"]].iter("span", "sig")]
     assert cmarks == ["†", "‡"]
 
@@ -798,7 +800,7 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
                          for s in cell.iter("span", "sig")}
                 assert marks == {(t.kind, repr(t.p_adj)) for t in b.tests_of(i, m) if t.significant}
                 for t in b.tests_of(i, m):
-                    assert f"vs {t.reference} " in cell.attrs["title"]
+                    assert f"vs {t.yardstick} " in cell.attrs["title"]
                     assert f"Holm-adjusted p = {t.p_adj:.4f}" in cell.attrs["title"]
 
     # p-values: the paired test of harness.measures.stats on the per-query means over seeds, Holm over the rows
@@ -809,8 +811,8 @@ def test_compare_objects_are_what_the_site_shows(site, monkeypatch):
     raw = {k: paired_randomization_test(v, dense_avg, n_resamples=10000, seed=0) for k, v in others.items()}
     adjusted = holm(raw)
     for label in others:
-        (t,) = [t for t in negc_board.tests_of(row[label], "nDCG@10") if t.kind == "reference"]
-        assert t.reference == "dense" and t.family == 3
+        (t,) = [t for t in negc_board.tests_of(row[label], "nDCG@10") if t.kind == COMPARATOR]
+        assert t.yardstick == "dense" and t.family == 3
         assert t.p_raw == pytest.approx(raw[label]) and t.p_adj == pytest.approx(adjusted[label])
 
     # the overview: suite means and the per-benchmark column
@@ -850,40 +852,40 @@ def build_tiny(path: Path) -> Store:
 
 
 TINY_SUITES = {"tiny-suite": {"description": "Tiny", "benchmarks": ["tiny"], "headline": ["nDCG@10", "V@2"],
-                              "baselines": ["bm25", "dense"], "reference": "dense"}}
+                              "baselines": ["bm25", "dense"], "comparator": "dense"}}
 
 
-def test_win_tie_loss_against_both_references(tmp_path, monkeypatch):
+def test_win_tie_loss_against_both_yardsticks(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "suites", lambda: TINY_SUITES)
     store = build_tiny(tmp_path / "r.sqlite")
     (b,) = compare(store, n_resamples=200).benchmarks
     row = {g.display: i for i, g in enumerate(b.groups)}
-    assert b.reference == "dense" and b.baselines == ("bm25", "dense") and b.suite == "tiny-suite"
+    assert b.comparator == "dense" and b.baselines == ("bm25", "dense") and b.suite == "tiny-suite"
 
     def wtl(label, measure):
-        return {t.kind: (t.reference, t.wins, t.ties, t.losses) for t in b.tests_of(row[label], measure)}
+        return {t.kind: (t.yardstick, t.wins, t.ties, t.losses) for t in b.tests_of(row[label], measure)}
 
-    # nDCG@10 (higher is better): the best baseline row is bm25 (mean 0.7), the reference dense
-    assert wtl(ODD_LABEL, "nDCG@10") == {"reference": ("dense", 2, 1, 1), "baseline": ("bm25", 1, 0, 3)}
-    assert wtl("bm25", "nDCG@10") == {"reference": ("dense", 3, 0, 1)}  # never tested against itself
+    # nDCG@10 (higher is better): the best baseline row is bm25 (mean 0.7), the comparator dense
+    assert wtl(ODD_LABEL, "nDCG@10") == {COMPARATOR: ("dense", 2, 1, 1), "baseline": ("bm25", 1, 0, 3)}
+    assert wtl("bm25", "nDCG@10") == {COMPARATOR: ("dense", 3, 0, 1)}  # never tested against itself
     assert wtl("dense", "nDCG@10") == {"baseline": ("bm25", 1, 0, 3)}
-    # V@2 (lower is better): dense is both the reference and the best baseline row
-    assert wtl(ODD_LABEL, "V@2") == {"reference": ("dense", 1, 3, 0), "baseline": ("dense", 1, 3, 0)}
-    assert wtl("bm25", "V@2")["reference"] == ("dense", 0, 2, 2)
-    assert b.references["nDCG@10"] == {"reference": row["dense"], "baseline": row["bm25"]}
+    # V@2 (lower is better): dense is both the comparator and the best baseline row
+    assert wtl(ODD_LABEL, "V@2") == {COMPARATOR: ("dense", 1, 3, 0), "baseline": ("dense", 1, 3, 0)}
+    assert wtl("bm25", "V@2")[COMPARATOR] == ("dense", 0, 2, 2)
+    assert b.yardsticks["nDCG@10"] == {COMPARATOR: row["dense"], "baseline": row["bm25"]}
     store.close()
 
 
-def test_baselines_reference_and_headline_are_suite_data(tmp_path, monkeypatch):
+def test_baselines_comparator_and_headline_are_suite_data(tmp_path, monkeypatch):
     suites = {"tiny-suite": {**TINY_SUITES["tiny-suite"], "headline": ["V@2"], "baselines": ["dense"],
-                             "reference": "bm25"}}
+                             "comparator": "bm25"}}
     monkeypatch.setattr(registry, "suites", lambda: suites)
     store = build_tiny(tmp_path / "r.sqlite")
     out = render_site(store, tmp_path / "o", n_resamples=200).parent
     (b,) = compare(store, n_resamples=200).benchmarks
     row = {g.display: i for i, g in enumerate(b.groups)}
-    assert {t.kind: t.reference for t in b.tests_of(row[ODD_LABEL], "nDCG@10")} == \
-        {"reference": "bm25", "baseline": "dense"}
+    assert {t.kind: t.yardstick for t in b.tests_of(row[ODD_LABEL], "nDCG@10")} == \
+        {COMPARATOR: "bm25", "baseline": "dense"}
     html, root = read(out, "bench/tiny.html")
     # no row differs significantly here: the legend of the marks is left out, and says so instead
     assert not any(b.tests_of(i, m) and any(t.significant for t in b.tests_of(i, m))
@@ -899,9 +901,46 @@ def test_baselines_reference_and_headline_are_suite_data(tmp_path, monkeypatch):
     # a suite that declares nothing: no marks, no legend for them
     monkeypatch.setattr(registry, "suites", lambda: {"bare": {"description": "", "benchmarks": ["tiny"]}})
     (b,) = compare(store, n_resamples=200).benchmarks
-    assert b.tests == {} and b.reference is None and b.baselines == ()
+    assert b.tests == {} and b.comparator is None and b.baselines == ()
     html = render_site(store, tmp_path / "o2", n_resamples=200).parent.joinpath("bench/tiny.html").read_text()
     assert "Holm-adjusted p &lt;" not in html and 'class="sig' not in html
+    store.close()
+
+
+# a suite of another package that declares its comparator under the key's former name
+LEGACY_SUITES = {"tiny-suite": {k: v for k, v in TINY_SUITES["tiny-suite"].items() if k != "comparator"}
+                 | {"reference": "dense"}}
+
+
+def test_a_plugin_suite_that_declares_reference_keeps_its_comparator(tmp_path, monkeypatch):
+    """``"reference"`` was the name of a suite's ``comparator`` key: a suite that still declares it,
+    from another package through the ``beyondsim.suites`` entry-point group, is read as declaring
+    its comparator, and the board, its pages and its tables are those of the same suite declaring
+    ``"comparator"``."""
+    from importlib.metadata import EntryPoint
+
+    assert SuiteSpec.from_entry("s", {"reference": "dense"}).comparator == "dense"
+    assert SuiteSpec.from_entry("s", {"reference": "bm25", "comparator": "dense"}).comparator == "dense"
+    store = build_tiny(tmp_path / "r.sqlite")
+    installed = registry._entry_points
+
+    def board_with(attr: str):
+        plugin = EntryPoint("plugin", f"{__name__}:{attr}", registry.SUITE_GROUP)
+        monkeypatch.setattr(registry, "_entry_points",
+                            lambda group: {"plugin": plugin} if group == registry.SUITE_GROUP else installed(group))
+        assert list(registry.suites()) == ["tiny-suite"]
+        board = compare(store, n_resamples=200)
+        page = render_site(store, tmp_path / attr, n_resamples=200).parent.joinpath("bench/tiny.html").read_text()
+        return board, re.sub(r"<time [^>]*>[^<]*</time>", "<time>", page)  # (when it was generated)
+
+    legacy, legacy_page = board_with("LEGACY_SUITES")
+    current, current_page = board_with("TINY_SUITES")
+    ((b, ours),) = zip(legacy.benchmarks, current.benchmarks)
+    assert b.comparator == ours.comparator == "dense" and b.suite == "tiny-suite"
+    assert b.tests == ours.tests and b.yardsticks == ours.yardsticks
+    assert any(t.kind == COMPARATOR for ts in b.tests.values() for t in ts)
+    assert dict(documents(legacy, "json")) == dict(documents(current, "json"))
+    assert legacy_page == current_page and "<em>dense</em>" in legacy_page
     store.close()
 
 
@@ -916,6 +955,7 @@ def test_json_tables_are_strict_and_hold_the_stored_means(tmp_path, monkeypatch)
     data = {rel: json.loads(text) for rel, text in docs.items()}
     assert all("NaN" not in text and "Infinity" not in text for text in docs.values())
     negc_data = data["bench/negconstraint.json"]
+    # (the JSON keeps its keys: "reference" names the comparator, "against": "reference" a test against it)
     assert negc_data["reference"] == "dense" and negc_data["headline"] == ["V@2", "FVR@10", "nDCG@10"]
     stored = {(r.label, r.seed): r for r in store.results(benchmark="negconstraint")}
     for row in negc_data["rows"]:

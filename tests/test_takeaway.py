@@ -197,7 +197,7 @@ def test_model_facts_shown_where_known(board):
 
 @pytest.mark.slow
 def test_model_facts_of_minilm_are_read_from_the_model(tmp_path):
-    from harness.models.encoders import EncoderPool
+    from harness.models.pool import EncoderPool
     from harness.core.ledger import Ledger
     from harness.models.facts import pool_facts
 

@@ -338,13 +338,6 @@ def _term_forms(terms: Iterable[str]) -> _Forms:
     return _Forms(frozenset(words), frozenset(pairs), tuple(sorted(other)))
 
 
-def _variant_forms(term: str, wn: _WN) -> _Forms:
-    got = wn.forms_cache.get(term)
-    if got is None:
-        got = wn.forms_cache[term] = _term_forms(_variants(term, wn))
-    return got
-
-
 _ALNUM_RUN = re.compile(r"[a-z0-9]+")
 _ALNUM_PAIRS = re.compile(r"(?=(?<![a-z0-9])([a-z0-9]+ [a-z0-9]+)(?![a-z0-9]))")
 _ALNUM_ONLY = re.compile(r"[a-z0-9]+")

@@ -18,7 +18,6 @@ class _WN:
         self.variants_cache: dict[str, set[str]] = {}
         self.noun_like_cache: dict[str, bool] = {}
         self.finite_cache: dict[str, bool] = {}
-        self.forms_cache: dict[str, Any] = {}
         self._counts: dict[str, dict[str, int]] = {}
         self._cntlist: dict[str, int] | None = None
         self._by_word: dict[str, dict[str, int]] | None = None

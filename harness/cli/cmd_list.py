@@ -34,7 +34,7 @@ def list_retrievers() -> None:
             t.add_row(n, "", "", "", Text("failed to load", style="red"), str(e))
             continue
         info = retriever_info(cls)
-        t.add_row(n, info.family, info.description, info.reference, origin(cls), ps)
+        t.add_row(n, info.family, info.description, info.paper, origin(cls), ps)
     out.print(t)
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..data.readers import default_data_dir
-from ..run.runner import Runner, Settings
+from ..run.runner import Settings
 from ..store.results import open_store as store_at
 from ..store.results import store_path
 from .console import console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for, warn
@@ -36,7 +36,8 @@ def _files() -> dict[str, Path]:
 
 
 def _jobs(only: Optional[str], data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
-    from ..record.bundle import jobs, load_plan
+    from ..record.bundle import jobs
+    from ..record.matrix import load_plan
     from ..core.registry import suites
 
     files = _files()
@@ -61,16 +62,11 @@ def build(
     """Run the reference plan into its own store ($BEYONDSIM_HOME/reference/results.sqlite), sharing
     the embedding and LLM caches. Resumable: finished results are kept, so chunks (--only) and
     interrupted builds add up; `reference bundle` then writes the bundle."""
-    from ..core.registry import make_spec
+    from ..record.bundle import build as build_plan
+    from ..record.bundle import job_specs
 
     plan, todo = _jobs(only, data_dir)
-    specs = {}
-    try:
-        for j in todo:
-            c = j.config
-            specs[id(j)] = make_spec(c.retriever, c.params, label=c.label if c.label != c.retriever else "")
-    except (RegistryError, ValueError) as e:  # named as the plan's
-        fail(f"reference plan: {e}")
+    specs = job_specs(todo)
     for j in todo:
         c = j.config
         what = f"{c.display}: {len(j.benchmarks)} benchmark(s) × seeds {c.seeds}" + (
@@ -79,18 +75,12 @@ def build(
     if dry_run:
         return
     root = home_dir(home)
-    store = store_at(build_home(root))
     t0 = time.perf_counter()
-    with store:
-        for j in todo:
-            c = j.config
-            if not j.benchmarks:
-                continue
-            settings = Settings(home=root, data_dir=data_dir, device=device, max_queries=c.max_queries)
-            with progress_for(console) as progress, Runner(settings, store, progress, log=log_line) as runner:
-                runner.run([specs[id(j)]], j.benchmarks, list(c.seeds))
-                if runner.budget_stop:
-                    fail(f"stopped: {runner.budget_stop}", 3)
+    with store_at(build_home(root)) as store, progress_for(console) as progress:
+        stopped = build_plan(todo, specs, Settings(home=root, data_dir=data_dir, device=device), store,
+                             progress=progress, log=log_line)
+    if stopped:
+        fail(f"stopped: {stopped}", 3)
     console.print(f"reference build: {time.perf_counter() - t0:,.0f} s; `beyondsim reference status` shows what is "
                   "done, `beyondsim reference bundle` writes the bundle", soft_wrap=True)
 
@@ -129,7 +119,8 @@ def bundle(
     """Write the build store as the bundle: gzip-compressed JSON lines, rankings cut to the plan's
     depth (top 10), per-query measures, spec, provenance, environment and ledger kept."""
     from ..store.exchange import ExchangeError
-    from ..record.bundle import add_to_bundle, load_plan, write_bundle
+    from ..record.bundle import add_to_bundle, write_bundle
+    from ..record.matrix import load_plan
 
     files = _files()
     target = out_path or files["bundle"]
@@ -200,13 +191,6 @@ def describe(report) -> str:  # type: ignore[no-untyped-def]
             + (f", {len(report.refused)} refused" if report.refused else ""))
 
 
-def _same_bytes(a: Path, b: Path) -> bool:
-    try:
-        return Path(a).read_bytes() == Path(b).read_bytes()
-    except OSError:
-        return False
-
-
 def reproduce(
     quick: bool = typer.Option(False, "--quick", help="Only the rows marked quick = true: the cheap ones (bm25, dense, "
                                "deo-rules, nnn-fix, mmr on the diagnostic sets and NegConstraint) that CI runs."),
@@ -225,43 +209,21 @@ def reproduce(
     (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
-    from ..core.registry import RegistryError, reference_files
-    from ..record.reproduce import (FAIL, OK, OKISH, REFERENCE, SKIP, describe, load_matrix, reproduce,
-                                    shipped_matrix, store_rows, summarise)
+    from ..record.reproduce import FAIL, OK, OKISH, SKIP, choose, notes, reproduce, summarise
 
-    try:
-        files = reference_files()
-    except RegistryError:
-        if expected is None:
-            raise
-        files = {}
-    installed = files.get("expected")
-    if expected is None and installed is None:
-        fail("no reproduction matrix is installed (entry point group beyondsim.reference); give --expected FILE")
-    # the shipped matrix (the bundle's reference rows plus the installed expected.toml) is the only one
-    # whose run can make an imported figure "reproduced" (harness.store.trust); another --expected file is a report
-    shipped = installed is not None and (expected is None or _same_bytes(expected, installed))
-    expected = expected or installed
-    rows = (shipped_matrix(files, quick=quick, only=list(only or ())) if shipped
-            else load_matrix(expected, quick=quick, only=list(only or ())))
-    if not rows:
-        fail(f"{expected}: no row is selected by{' --quick' if quick else ''}"
-             f"{''.join(f' --only {p!r}' for p in only or ())}")
+    chosen = choose(expected, quick=quick, only=list(only or ()))
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device)
     started = time.monotonic()
     with open_store(home) as store, progress_for(console) as progress:
-        outcomes = reproduce(rows, settings, progress=progress,
+        outcomes = reproduce(chosen.rows, settings, store=store, shipped=chosen.shipped, progress=progress,
                              log=log_line, make_runner=lambda st, sc, pr, lg: make_runner(st, sc, pr, lg, ray))
-        matrix_rows = store_rows(outcomes)
-        if matrix_rows:
-            store.save_reproductions(matrix_rows, shipped=shipped)
-        store_path = store.path
+        saved_to = store.path
     style = {OK: "green", OKISH: "yellow", FAIL: "bold red", SKIP: "dim"}
 
     def num(x: Optional[float], signed: bool = False) -> str:
         return "–" if x is None else (f"{x:+.6f}" if signed else f"{x:.6f}")
 
-    t = Table(title=f"reproduction matrix: {expected}", title_justify="left")
+    t = Table(title=f"reproduction matrix: {chosen.path}", title_justify="left")
     for c in ("retriever", "benchmark", "measure"):
         t.add_column(c, overflow="fold")
     for c in ("expected", "got", "diff", "tolerance"):
@@ -273,18 +235,9 @@ def reproduce(
         t.add_row(r.label, r.benchmark, r.measure, num(r.expected), num(o.got), num(o.diff, True), f"{r.tolerance:g}",
                   Text(o.status, style=style[o.status]), f"{r.kind}: {r.source}")
     out.print(t)
-    for o in outcomes:
-        if o.note and o.status != SKIP:
-            out.print(f"row {o.row.index} ({o.row.key}, {o.row.kind}): {o.status}: {o.note}", soft_wrap=True)
+    for line in notes(outcomes):
+        out.print(line, soft_wrap=True)
     s = summarise(outcomes)
-    parts = [f"{kind} rows: {describe(c)}" for kind, c in sorted(s.counts.items(), key=lambda kc: kc[0] != REFERENCE)]
-    if s.skipped_benchmarks:
-        parts.append(f"skipped (not on disk): {', '.join(s.skipped_benchmarks)}")
-    compared = any(o.status != SKIP for o in outcomes)
-    verdict = ("FAIL: a reference row did not reproduce" if s.failed else "reproduced" if compared
-               else "nothing compared")
-    saved = (f"; matrix saved to {store_path}" + ("" if shipped else " (not the shipped matrix: it upgrades no trust "
-                                                                      "level)")) if compared else ""
-    out.print(f"{verdict} — {'; '.join(parts)} ({time.monotonic() - started:.0f} s){saved}", soft_wrap=True)
+    out.print(s.line(seconds=time.monotonic() - started, saved_to=saved_to, shipped=chosen.shipped), soft_wrap=True)
     if s.failed:
         raise typer.Exit(1)

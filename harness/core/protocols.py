@@ -16,7 +16,7 @@ from .errors import UserError
 from .types import Benchmark, Corpus, Query, Run
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..models.encoders import EncoderPool
+    from ..models.pool import EncoderPool
     from .leakage import TrainingData
     from .ledger import Ledger
 

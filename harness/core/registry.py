@@ -2,8 +2,9 @@
 
 The harness never imports a concrete retriever or benchmark. It finds them through entry points
 (groups ``beyondsim.retrievers``, ``beyondsim.benchmarks``, ``beyondsim.suites``), which our own
-packages use too, through classes registered in-process with :func:`register`, or through an
-explicit ``module:Class`` spec that the user names.
+packages use too, through retriever classes registered in-process with :func:`register`, or
+through an explicit ``module:Class`` spec that the user names. A benchmark is found through its
+entry point only (a folder path through the ``folder`` loader's).
 
 Retrievers declare their parameters as a frozen dataclass; unknown keys fail loudly and the spec
 hash (name + canonical JSON of every parameter, defaults included) is stable. A parameter added to
@@ -41,7 +42,6 @@ REFERENCE_GROUP = "beyondsim.reference"  # {"plan", "bundle", "expected"} paths 
 FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
 
 _retrievers: dict[str, type] = {}
-_benchmarks: dict[str, type] = {}
 
 
 class RegistryError(UserError, LookupError):
@@ -102,7 +102,7 @@ class RetrieverInfo:
     name: str
     description: str = ""  # one line
     family: str = ""  # the kind of method: "lexical", "dense", "decoding", "LLM expansion", ...
-    reference: str = ""  # the paper: authors, year and an arXiv id or DOI
+    paper: str = ""  # the paper: authors, year and an arXiv id or DOI
     uses_llm: bool | Callable[[Any], bool] = False  # or a function of the params object
     trains_on: str = ""  # what its model learns from; "" when nothing is trained
     trainer: str = ""  # the `beyondsim train` NAME whose artifact it loads ...
@@ -119,10 +119,13 @@ def _first_line(doc: str | None) -> str:
 
 
 def register(name: str, params: type | None = None, *, description: str = "", family: str = "",
-             reference: str = "", uses_llm: bool | Callable[[Any], bool] | None = None, trains_on: str = "",
-             trainer: str = "", artifact_param: str = "", citation: Citation | None = None) -> Callable[[type], type]:
+             paper: str = "", uses_llm: bool | Callable[[Any], bool] | None = None, trains_on: str = "",
+             trainer: str = "", artifact_param: str = "", citation: Citation | None = None,
+             reference: str = "") -> Callable[[type], type]:
     """Class decorator that registers a retriever and declares its metadata once:
-    ``@register("coder-union", params=CoderUnionParams, family=..., reference=..., trains_on=...)``.
+    ``@register("coder-union", params=CoderUnionParams, family=..., paper=..., trains_on=...)``.
+    ``reference`` is the older name of ``paper`` (plug-ins that pass it keep working; in this
+    project "reference" means the shipped reference results).
     The description defaults to the first line of the class docstring; ``uses_llm`` to the class
     attribute of that name (a bool, or a function of the params object), else ``False``; ``citation``
     the paper's fields (:class:`harness.core.citation.Citation`), written as BibTeX wherever the method is
@@ -135,7 +138,7 @@ def register(name: str, params: type | None = None, *, description: str = "", fa
         cls.Params = p
         cls.retriever_name = name
         cls.retriever_info = RetrieverInfo(
-            name, description or _first_line(cls.__doc__), family, reference,
+            name, description or _first_line(cls.__doc__), family, paper or reference,
             getattr(cls, "uses_llm", False) if uses_llm is None else uses_llm, trains_on, trainer, artifact_param,
             citation)
         _retrievers[name] = cls
@@ -163,15 +166,6 @@ def registered_info(name: str) -> RetrieverInfo | None:
         return retriever_info(get_retriever_class(name))
     except (RegistryError, ImportError, ValueError):
         return None
-
-
-def register_benchmark(name: str) -> Callable[[type], type]:
-    def deco(cls: type) -> type:
-        cls.benchmark_name = name
-        _benchmarks[name] = cls
-        return cls
-
-    return deco
 
 
 def _entry_points(group: str) -> dict[str, Any]:
@@ -418,7 +412,7 @@ def instantiate(spec: RetrieverSpec, cls: type | None = None) -> Any:
 
 
 def benchmark_names() -> list[str]:
-    names = set(_benchmarks) | set(_entry_points(BENCHMARK_GROUP))
+    names = set(_entry_points(BENCHMARK_GROUP))
     names.discard(FOLDER_LOADER)
     return sorted(names)
 
@@ -438,8 +432,6 @@ def looks_like_path(name: str) -> bool:
 def get_benchmark_loader(name: str) -> tuple[type, str]:
     """Return ``(loader class, name)``. A path to a folder uses the ``folder`` loader;
     ``name:split`` uses the loader of ``name``; ``family/x`` falls back to a ``family/*`` entry point."""
-    if name in _benchmarks:
-        return _benchmarks[name], name
     eps = _entry_points(BENCHMARK_GROUP)
     if name in eps and name != FOLDER_LOADER:
         return _load_benchmark_ep(name), name
@@ -448,11 +440,8 @@ def get_benchmark_loader(name: str) -> tuple[type, str]:
             raise RegistryError("no benchmark loader for folders is installed (entry point 'folder')")
         return _load_benchmark_ep(FOLDER_LOADER), name
     base = name.split(":", 1)[0]  # "<name>:<split>", e.g. nevir:train
-    if base != name:
-        if base in _benchmarks:
-            return _benchmarks[base], name
-        if base in eps and base != FOLDER_LOADER:
-            return _load_benchmark_ep(base), name
+    if base != name and base in eps and base != FOLDER_LOADER:
+        return _load_benchmark_ep(base), name
     family = base.split("/", 1)[0] + "/*"
     if "/" in base and family in eps:
         return _load_benchmark_ep(family), name

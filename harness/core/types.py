@@ -132,7 +132,7 @@ class BenchmarkMeta:
     """What a benchmark is, declared once by its loader (``info(name)`` of a ``beyondsim.benchmarks``
     entry point) and carried from there: the loaded :class:`Benchmark` gives it back as
     :attr:`Benchmark.meta`, the store keeps it in ``BenchmarkInfo`` (its ``meta``), and ``data
-    status``, error messages and the pages read it (docs/design/types.md#benchmarks).
+    status``, error messages and the pages read it (docs/design/types.md#what-a-benchmark-is-benchmarkmeta).
 
     ``files`` (relative to the data directory, or absolute for a folder benchmark) are the files a
     local load needs, ``subdir`` their folder, ``optional_files`` the ones read when present (labels,

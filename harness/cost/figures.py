@@ -4,7 +4,7 @@
 A result that reuses a cached artefact — an embedding cache entry, an encoder's loaded weights, a
 trained encoder, an LLM reply — did not pay for it in *this run*, but a run on a fresh machine
 would. Each artefact records what computing it cost (wall and CPU seconds, dollars) when it is
-written (:mod:`harness.models.encoders`, :mod:`harness.models.llm`, the trained-encoder cards), and the ledger
+written (:mod:`harness.models.pool`, :mod:`harness.models.llm`, the trained-encoder cards), and the ledger
 of a result that reuses it records that cost under the phase that asked for it
 (:meth:`harness.core.ledger.Ledger.reuse`; stored in ``extra["reused"]``). :func:`result_cost` adds
 them up:

@@ -18,7 +18,11 @@ is one module with a ``@register``-ed class, imported below.
   queries with ≥1 relevant document; the count is reported beside each figure.
 * ``R``/``MAP``/``P``/``RR``/``Comp`` treat a document as relevant when its grade is at least
   the benchmark's ``relevance_threshold`` (2 on graded constraint sets, so only satisfying
-  documents count); ``nDCG`` uses the graded labels as linear gains.
+  documents count); ``nDCG`` uses the graded labels as linear gains. A measure that names its own
+  level, ir_measures-style (``nDCG(rel=1)@10``, ``R(rel=2)@100``), is scored at that level and
+  stored under that name; the plain name always means the benchmark's own threshold
+  (docs/design/measures.md#relevance-thresholds). ``V``, ``FVR`` and ``PairAcc`` read no grades
+  and take no ``rel``.
 """
 
 from __future__ import annotations
@@ -84,14 +88,18 @@ def evaluate(run: Run, judgments: Judgments, measures: Sequence[str | Measure], 
     ``pair_scores`` holds pair documents scored directly (see :func:`pair_accuracy`)."""
     ms = [parse_measure(m) for m in measures]
     qids = list(query_ids) if query_ids is not None else list(judgments.relevance)
-    depth = max((m.k or 0 for m in ms if m.uses_rank_matrix), default=0)
-    inp = EvalInput(run, judgments, qids, relevance_threshold, pairs, pair_scores, depth)
     ev = Evaluation(n_queries=len(qids), n_missing=len(qids) - sum(map(bool, map(run.get, qids))))
-    groups: dict[type, list[Measure]] = {}
+    by_threshold: dict[int, list[Measure]] = {}  # one input per relevance threshold (rel= in a name)
     for m in dict.fromkeys(ms):
-        groups.setdefault(_batch_owner(m), []).append(m)
-    for owner, group in groups.items():
-        ev.per_query.update(owner.compute_batch(group, inp))  # type: ignore[attr-defined]
+        by_threshold.setdefault(m.threshold(relevance_threshold), []).append(m)
+    for threshold, of_threshold in by_threshold.items():
+        depth = max((m.k or 0 for m in of_threshold if m.uses_rank_matrix), default=0)
+        inp = EvalInput(run, judgments, qids, threshold, pairs, pair_scores, depth)
+        groups: dict[type, list[Measure]] = {}
+        for m in of_threshold:
+            groups.setdefault(_batch_owner(m), []).append(m)
+        for owner, group in groups.items():
+            ev.per_query.update(owner.compute_batch(group, inp))  # type: ignore[attr-defined]
     for m in ms:
         col = ev.per_query.get(m.name, {})
         ev.counts[m.name] = len(col)

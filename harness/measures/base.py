@@ -201,31 +201,50 @@ class Measure:
     # whether the measure reads nothing of a ranking below its cutoff: the rank lookups of
     # EvalInput (found, ranks, membership) then reach the deepest such cutoff, EvalInput.depth
     uses_rank_matrix: ClassVar[bool] = False
+    # whether its value depends on which grades count as relevant (V@k and FVR read only the
+    # violating documents, PairAcc the pair documents): only such a measure takes ``rel``
+    reads_relevance: ClassVar[bool] = True
 
-    def __init__(self, cutoff: int | None = None):
+    def __init__(self, cutoff: int | None = None, *, rel: int | None = None):
         if self.has_cutoff and (cutoff is None or cutoff < 1):
             raise ValueError(f"measure {self.family}@k: the cutoff k must be ≥ 1")
         if not self.has_cutoff and cutoff is not None:
             raise ValueError(f"measure {self.family} takes no cutoff")
+        if rel is not None and not self.reads_relevance:
+            raise ValueError(f"measure {self.family} does not read relevance grades: it takes no rel=")
+        if rel is not None and rel < 1:
+            raise ValueError(f"measure {self.family}: rel, the lowest grade that counts as relevant, must be ≥ 1")
         self.k = cutoff
+        self.rel = rel
+        """The lowest grade that counts as relevant, when the measure names it (``nDCG(rel=1)@10``);
+        ``None``: the benchmark's own threshold (``relevance_threshold`` of its meta), which the
+        plain name means (docs/design/measures.md#relevance-thresholds)."""
 
     # the measure as a value: equal, hashable, printed by its name
     @property
     def name(self) -> str:
-        return self.family if self.k is None else f"{self.family}@{self.k}"
+        rel = "" if self.rel is None else f"(rel={self.rel})"
+        return f"{self.family}{rel}" if self.k is None else f"{self.family}{rel}@{self.k}"
 
     @property
     def base(self) -> str:
         return self.family
 
+    def threshold(self, default: int) -> int:
+        """The lowest relevant grade this measure scores with: its own ``rel``, else ``default``
+        (the benchmark's)."""
+        return default if self.rel is None else self.rel
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Measure) and (self.family, self.k) == (other.family, other.k)
+        return isinstance(other, Measure) and (self.family, self.k, self.rel) == (other.family, other.k, other.rel)
 
     def __hash__(self) -> int:
-        return hash((self.family, self.k))
+        return hash((self.family, self.k, self.rel))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(cutoff={self.k})" if self.has_cutoff else f"{type(self).__name__}()"
+        args = [f"cutoff={self.k}"] if self.has_cutoff else []
+        args += [] if self.rel is None else [f"rel={self.rel}"]
+        return f"{type(self).__name__}({', '.join(args)})"
 
     def __str__(self) -> str:
         return self.name
@@ -257,7 +276,7 @@ class Measure:
 
 
 _FAMILIES: dict[str, type[Measure]] = {}
-_NAME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)(?:@(\d+))?$")
+_NAME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)(?:\(rel=(\d+)\))?(?:@(\d+))?$")
 
 
 def register(cls: type[Measure]) -> type[Measure]:
@@ -278,19 +297,20 @@ class MeasureError(UserError, ValueError):
 
 
 def parse_measure(name: "str | Measure") -> Measure:
-    """``"nDCG@10"`` → ``NDCG(cutoff=10)``; a :class:`Measure` passes through."""
+    """``"nDCG@10"`` → ``NDCG(cutoff=10)``, ``"nDCG(rel=2)@10"`` → ``NDCG(cutoff=10, rel=2)`` (as
+    ir_measures writes a relevance level); a :class:`Measure` passes through."""
     if isinstance(name, Measure):
         return name
     m = _NAME_RE.match(name.strip())
     cls = _FAMILIES.get(m.group(1)) if m else None
     if cls is None:
         known = ", ".join(f"{c.family}@k" if c.has_cutoff else c.family for c in _FAMILIES.values())
-        raise MeasureError(f"unknown measure {name!r}; use {known}")
-    k = m.group(2)  # type: ignore[union-attr]
+        raise MeasureError(f"unknown measure {name!r}; use {known} (a relevance level as in nDCG(rel=2)@10)")
+    rel, k = m.group(2), m.group(3)  # type: ignore[union-attr]
     if cls.has_cutoff and k is None:
         raise MeasureError(f"measure {name!r} needs a cutoff: {cls.family}@k")
     try:
-        return cls(int(k) if k is not None else None)
+        return cls(int(k) if k is not None else None, rel=int(rel) if rel is not None else None)
     except ValueError as e:
         raise MeasureError(f"measure {name!r}: {e}") from None
 

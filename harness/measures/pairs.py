@@ -56,6 +56,7 @@ class PairAcc(Measure):
     averaged_over = PAIRS
     needs = frozenset({"pairs"})
     has_cutoff = False
+    reads_relevance = False
     chance = 0.25
     chance_why = "each query orders its pair's two documents one way or the other with probability 1/2, independently"
 

@@ -25,6 +25,7 @@ class _Violation(Measure):
     averaged_over = VIOLATING_QUERIES
     needs = frozenset({"violating"})
     uses_rank_matrix = True
+    reads_relevance = False
 
     def compute(self, inp: EvalInput) -> dict[str, float]:
         vals = self.per_query(inp.membership("violating"))

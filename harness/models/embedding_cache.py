@@ -1,6 +1,6 @@
 """The embedding cache: float32 matrices on disk, each file named by its key and the checksum of its
 bytes, verified on every load, and beside them what computing each entry cost (harness/cost/figures.py reads
-those records). harness/models/encoders.py's EncoderPool keeps its embeddings here."""
+those records). harness/models/pool.py's EncoderPool keeps its embeddings here."""
 
 from __future__ import annotations
 

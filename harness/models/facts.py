@@ -3,7 +3,7 @@ read from the model itself when it is loaded (a sentence-transformers model:
 ``get_embedding_dimension()`` (``get_sentence_embedding_dimension()`` before sentence-transformers 5), ``max_seq_length`` and the sum of its tensors' sizes), and
 recorded with the result as ``extra["model_facts"]``. A model whose embeddings all came from the
 cache is not loaded: its facts are those recorded beside its cached embeddings when it was
-(``model-facts.json`` in its folder of the embedding cache, harness/models/encoders.py); without either, it
+(``model-facts.json`` in its folder of the embedding cache, harness/models/pool.py); without either, it
 is listed by name with no facts, never a guessed number."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def read_facts(name: str, model: Any, role: str = "encoder") -> dict[str, Any]:
 
 
 def pool_facts(pool: Any) -> list[dict[str, Any]]:
-    """The facts of every model ``pool`` (a harness.models.encoders.EncoderPool) used for the current
+    """The facts of every model ``pool`` (a harness.models.pool.EncoderPool) used for the current
     result, read from the loaded model and recorded in the cache, else read from that record."""
     out = []
     cache = getattr(pool, "cache", None)

@@ -2,12 +2,15 @@
 project as one compressed export (the *bundle*), so a board shows the whole field before anyone has
 recomputed it.
 
-* :func:`load_plan` reads the plan (a TOML file, found through the ``beyondsim.reference`` entry
-  point group): which configurations run, with which seeds, on which benchmarks, and on what slice
-  where the full set is too slow on a CPU (with the reason, shown with the results);
-* ``beyondsim reference build`` runs the plan (:func:`jobs`) into a results store of its own —
-  resumable like every run: a finished result is kept, so ``--only`` chunks and interrupted builds
-  add up;
+* :func:`harness.record.matrix.load_plan` reads the plan (a TOML file, found through the
+  ``beyondsim.reference`` entry point group): which configurations run, with which seeds, on
+  which benchmarks, and on what slice where the full set is too slow on a CPU (with the reason,
+  shown with the results);
+* ``beyondsim reference build`` runs the plan (:func:`jobs`, :func:`build`) into a results store
+  of its own — resumable like every run: a finished result is kept, so ``--only`` chunks and
+  interrupted builds add up;
+* :func:`bundle_rows` gives the reproduction matrix the bundle's own figures, as its rows of kind
+  ``reference`` (:mod:`harness.record.reproduce`);
 * :func:`write_bundle` exports that store as gzip-compressed JSON lines with rankings cut to the
   top :data:`BUNDLE_DEPTH` (per-query measures, spec, provenance, environment and ledger kept);
 * :func:`ensure_imported` brings a bundle into a user's store once per bundle: every result is
@@ -21,97 +24,32 @@ recomputed it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import gzip
 import io
 import json
+import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from ..core.registry import RegistryError, RetrieverSpec, make_spec
+from ..core.types import slice_name, split_slice
+from ..measures import parse_measure
 from ..models.embedding_cache import sha256_hex
-from ..core.errors import UserError
 from ..store.results import IMPORTED, ResultRecord, Store
 from ..store.trust import ORIGIN_KEY, is_reference, origin
-from ..core.types import slice_name
+from .matrix import BUNDLE_DEPTH, REFERENCE, Plan, PlanConfig, PlanError, Row, check_unique
+from .matrix import load_plan as load_plan  # the bundle's recipe; its model is with the matrix's
 
-BUNDLE_DEPTH = 10  # documents per query kept in the bundle's rankings
+if TYPE_CHECKING:
+    from ..core.protocols import Progress
+    from ..run.runner import Settings
+
 META_KEY = "reference_bundle"
 TOLERANCE = 1e-9
-
-
-class PlanError(UserError, ValueError):
-    pass
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class PlanConfig(_Strict):
-    """One configuration of the plan."""
-
-    retriever: str
-    label: str = ""
-    params: dict[str, Any] = Field(default_factory=dict)
-    seeds: list[int] = Field(default_factory=lambda: [0])
-    suites: list[str] = Field(default_factory=list)  # default: the plan's
-    benchmarks: list[str] = Field(default_factory=list)  # instead of suites
-    max_queries: int | None = Field(default=None, ge=1)  # a slice: the first N judged queries
-    note: str = ""  # why (shown with the results: a slice, a setting that differs from the paper)
-    # the reproduction matrix's reference rows of this configuration (harness.record.reproduce.reference_rows):
-    # how far a recomputed figure may move and why, once per configuration; with scale_fvr, FVR@k gets k
-    # times the tolerance (FVR runs from 1 to k + 1): for a tolerance that allows changed rankings, not
-    # one that allows float noise only
-    tolerance: float = Field(default=0.0, ge=0)
-    reason: str = ""
-    scale_fvr: bool = False
-    quick: bool = False  # its rows on the plan's quick benchmarks are among those `reproduce --quick` runs
-
-    @property
-    def display(self) -> str:
-        return self.label or self.retriever
-
-
-class PlanMatrix(_Strict):
-    """Which figures of the bundle become reference rows of the reproduction matrix."""
-
-    seed: int = 0  # the seed whose results are the reference figures
-    measures: dict[str, list[str]] = Field(default_factory=dict)  # benchmark (no slice) → measures
-    default_measures: list[str] = Field(default_factory=lambda: ["nDCG@10"])  # a benchmark not listed
-    quick_benchmarks: list[str] = Field(default_factory=list)
-
-
-class Plan(_Strict):
-    suites: list[str] = Field(default_factory=lambda: ["constraint", "completeness", "topical"])
-    depth: int = Field(default=BUNDLE_DEPTH, ge=1)
-    matrix: PlanMatrix = Field(default_factory=PlanMatrix)
-    config: list[PlanConfig] = Field(default_factory=list)
-
-
-def load_plan(path: Path) -> Plan:
-    """The plan at ``path``; a problem is a :class:`PlanError` naming the file, the configuration
-    and the field."""
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise PlanError(f"{path}: not valid TOML: {e}") from None
-    try:
-        return Plan.model_validate(raw)
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc = err["loc"]
-            where = (f"config {int(loc[1]) + 1}: " + ".".join(map(str, loc[2:]))
-                     if len(loc) > 1 and loc[0] == "config" else ".".join(map(str, loc)))
-            problems.append(f"{path}: {where}: {err['msg']}")
-        raise PlanError("\n".join(problems)) from None
 
 
 @dataclass
@@ -150,6 +88,37 @@ def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[
         present = [b for b in names if on_disk(b)]
         out.append(Job(c, present, [b for b in names if b not in present]))
     return out
+
+
+def job_specs(todo: Sequence[Job]) -> list[RetrieverSpec]:
+    """Each job's configuration as a spec (labelled when its label is not its retriever's name);
+    one the registry cannot make is a :class:`PlanError`."""
+    out = []
+    for j in todo:
+        c = j.config
+        try:
+            out.append(make_spec(c.retriever, c.params, label=c.label if c.label != c.retriever else ""))
+        except (RegistryError, ValueError) as e:
+            raise PlanError(f"reference plan: {e}") from None
+    return out
+
+
+def build(todo: Sequence[Job], specs: Sequence[RetrieverSpec], settings: Settings, store: Store, *,
+          progress: Progress | None = None, log: Callable[[str], None] = print) -> str:
+    """Run each job's configuration (``specs``, :func:`job_specs`) on its benchmarks on disk with
+    its seeds, on its slice (``max_queries``), into ``store``: resumable, a finished result is
+    kept. Why the build stopped early (the runner's budget), or ``""``."""
+    from ..run.runner import Runner
+
+    for job, spec in zip(todo, specs):
+        if not job.benchmarks:
+            continue
+        with Runner(dataclasses.replace(settings, max_queries=job.config.max_queries), store, progress,
+                    log=log) as runner:
+            runner.run([spec], job.benchmarks, list(job.config.seeds))
+            if runner.budget_stop:
+                return runner.budget_stop
+    return ""
 
 
 def bundle_id(path: Path) -> str:
@@ -365,3 +334,52 @@ def summary(store: Store, plan: Plan, jobs_: Sequence[Job],
         out.append({"label": c.display, "retriever": c.retriever, "done": done, "wanted": len(want),
                     "in_bundle": in_bundle, "skipped": j.skipped, "note": c.note})
     return out
+
+
+def bundle_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
+    """The rows the bundle's own figures give (kind ``reference``; rows numbered from 1): each result
+    of the bundle with the plan's matrix seed, of a configuration of the plan (matched by its label),
+    gives one row per measure the plan's ``matrix.measures`` names for its benchmark (a slice
+    ``nevir[:25]`` is its benchmark's), expected = the bundle's figure (8 decimals), the
+    configuration's tolerance (``FVR@k``: k times it where the configuration says ``scale_fvr``)
+    and reason, quick when the configuration is and the benchmark is among
+    ``matrix.quick_benchmarks``. Rows follow the plan's configuration order, then the bundle's
+    order. A result of a configuration the plan lacks is left out."""
+    from ..store.exchange import read_export_file
+
+    plan = load_plan(Path(plan_path))
+    configs = {c.display: c for c in plan.config}
+    records = [it.record for it in read_export_file(str(bundle_path)) if getattr(it, "record", None) is not None]
+    source = f"reference bundle {bundle_id(Path(bundle_path))}"
+    specs = {name: make_spec(c.retriever, c.params, label=c.label) for name, c in configs.items()}
+    order = {name: i for i, name in enumerate(configs)}
+    records = sorted((r for r in records if r.label in configs and r.seed == plan.matrix.seed
+                      and _same_configuration(r.spec, specs[r.label])), key=lambda r: order[r.label])
+    rows: list[Row] = []
+    for rec in records:
+        c, spec = configs[rec.label], specs[rec.label]
+        whole = split_slice(rec.benchmark)[0]
+        for m in plan.matrix.measures.get(whole, plan.matrix.default_measures):
+            mv = rec.measures.get(m)
+            if mv is None or mv.mean is None or not math.isfinite(mv.mean):
+                continue
+            scale = (parse_measure(m).k or 1) if c.scale_fvr and m.startswith("FVR@") else 1
+            rows.append(Row(index=len(rows) + 1, spec=spec, benchmark=rec.benchmark, measure=m,
+                            expected=round(float(mv.mean), 8), tolerance=c.tolerance * scale,
+                            kind=REFERENCE, source=source, where=f"{c.display} on {rec.benchmark}, {m}",
+                            reason=(f"the bundle's figure (reference plan configuration {c.display!r}, seed "
+                                    f"{rec.seed}); tolerance: {c.reason or 'none given'}"
+                                    + (f"; FVR runs from 1 to {scale + 1}, so {scale} times that" if scale > 1 else "")),
+                            quick=c.quick and whole in plan.matrix.quick_benchmarks, seed=rec.seed))
+    check_unique(rows, str(bundle_path))
+    return rows
+
+
+def _same_configuration(stored: Mapping[str, Any], spec: RetrieverSpec) -> bool:
+    """Whether a bundled result's spec (``{"retriever", "params"}``) is the plan configuration's:
+    the same retriever, and the same value of every parameter the result records (a parameter
+    added to the retriever since, at its default, does not make it another configuration)."""
+    params = stored.get("params") or {}
+    return stored.get("retriever") == spec.name and all(
+        json.dumps(v, sort_keys=True, default=str) == json.dumps(spec.params.get(k), sort_keys=True, default=str)
+        for k, v in params.items())

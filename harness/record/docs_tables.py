@@ -108,7 +108,7 @@ def retrievers_md() -> str:
         llm = info.uses_llm
         uses = "yes" if llm is True else "by parameters" if callable(llm) else "no"
         cite = code(info.citation.key) if info.citation else "–"
-        rows.append([code(ep.name), cell(info.family), cell(info.description), cell(info.reference), cite, uses,
+        rows.append([code(ep.name), cell(info.family), cell(info.description), cell(info.paper), cite, uses,
                      trains, code(ep.value), _params(getattr(cls, "Params", None) or type(None))])
     intro = ("Every registered retriever, from what it declares with `@register` (harness/core/registry.py). "
              "`beyondsim list retrievers` shows the same; a parameter is set with "
@@ -141,8 +141,8 @@ def benchmarks_md() -> str:
             other = protocols(name) if callable(protocols) else {}
             rows.append((name, [
                 code(name), code(f"{loader.__module__}:{loader.__qualname__}"), cell(info.task),
-                ", ".join(code(m) for m in getattr(loader, "default_measures", ())) or "–",
-                str(getattr(loader, "relevance_threshold", 1)), cell(info.description), cell(info.source),
+                ", ".join(code(m) for m in info.default_measures) or "–",
+                str(info.relevance_threshold), cell(info.description), cell(info.source),
                 cell(info.license),
                 "<br>".join(f"{code(k)}: {cell(v)}" for k, v in sorted(other.items())) or "–"]))
     rows.sort(key=lambda r: r[0])

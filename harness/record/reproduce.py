@@ -1,40 +1,9 @@
-"""The reproduction matrix (``beyondsim reproduce``): expected figures, recomputed and compared.
+"""The reproduction matrix (``beyondsim reproduce``): expected figures, recomputed and compared
+(docs/design/reproduce.md#running-it).
 
-The matrix is a TOML file of ``[[row]]`` tables (the shipped one is ``expected.toml`` of the
-reference files, :func:`harness.registry.reference_files`)::
-
-    [[row]]
-    retriever = "NAME"              # a registered retriever (or module:Class)
-    params = { key = value }        # optional; defaults filled in, as `run` does
-    benchmark = "NAME"              # a benchmark id or folder; NAME[:N]: its first N judged
-                                    # queries (the slice the reference plan's max_queries runs)
-    measure = "nDCG@10"
-    expected = 0.6912               # the figure
-    tolerance = 0.002               # absolute
-    kind = "reference"              # "reference": our reference runs, gates the command;
-                                    # "published": a paper's figure, reported, never fails it;
-                                    # "direction": a paper's claim that one method beats another
-    source = "reference run 2026-11-26"   # or "<paper>, Table N"
-    quick = true                    # optional (false): one of the cheap rows --quick runs
-    reason = "why the value is what it is (say why whenever it changes)"
-    seed = 0                        # optional (0)
-
-A ``direction`` row states a paper's claim about two configurations on one benchmark rather than a
-figure: ``baseline = { retriever = "dense", params = { … } }`` is the other side, ``claim`` is
-``"better"`` (the row's configuration beats the baseline on the measure, in the measure's own
-direction) or ``"same"`` (the two differ by at most ``tolerance``), and ``expected`` is the
-difference (row − baseline) the paper reports. It is checked on the paired per-query differences
-of the two recomputed runs: the 95 % percentile bootstrap interval of their mean (2,000 resamples,
-seed 0, :func:`harness.measures.stats.bootstrap_ci`) must exclude 0 on the claimed side (``better``) or lie
-inside ``±tolerance`` (``same``): ``OK``, else ``FAIL`` (a paper's claim: reported, never gating).
-
-The shipped matrix is two parts: the reference rows, derived from the bundle and the plan
-(:func:`reference_rows`: the bundle's figures, each configuration's tolerance and reason written
-once in the plan), and ``expected.toml``, which holds only the hand-written rows, the papers'
-figures and claims (:func:`shipped_matrix`).
-
-Every field is checked when the file is read; a bad row is one line,
-``<file>: row N: <field>: <message>`` (rows are counted from 1 in file order).
+The rows are read by :mod:`harness.record.matrix` (the file's model) and
+:func:`harness.record.bundle.bundle_rows` (the rows the bundle's own figures give); :func:`choose` picks the matrix and its rows as the command's options say,
+:func:`reproduce` recomputes and compares them, and :func:`verdict` says what it found.
 
 :func:`reproduce` runs each (retriever spec, benchmark, seed) of the selected rows once, with the
 runner, into a scratch results store (``<home>/reproduce/results.sqlite``, always recomputed) that
@@ -44,92 +13,95 @@ else, a measure that was not computed or a run that failed is ``FAIL`` (with the
 a benchmark that is not on disk are skipped (``SKIP``), as suites skip absent benchmarks. The
 compared rows are saved to the user's store (:meth:`harness.store.results.Store.save_reproductions`) with
 the spec hash and benchmark version of the recomputed result, which :mod:`harness.store.trust` reads.
+
+A ``direction`` row (a paper's claim about two configurations on one benchmark: its ``baseline``,
+its ``claim``, ``better`` or ``same``, and as ``expected`` the difference row − baseline the paper
+reports) is checked on the paired per-query differences of the two recomputed runs: the 95 %
+percentile bootstrap interval of their mean (2,000 resamples, seed 0,
+:func:`harness.measures.stats.bootstrap_ci`) must exclude 0 on the claimed side (``better``) or lie
+inside ``±tolerance`` (``same``): ``OK``, else ``FAIL`` (a paper's claim: reported, never gating).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..data.readers import default_data_dir, missing_files
-from ..core.errors import UserError
-from ..measures import parse_measure
 from ..core.protocols import Progress
-from ..core.registry import RegistryError, RetrieverSpec, get_benchmark_loader, looks_like_path, make_spec
+from ..core.registry import RegistryError, RetrieverSpec, get_benchmark_loader, looks_like_path
+from ..core.types import split_slice
+from ..data.readers import default_data_dir, missing_files
+from ..measures import parse_measure
 from ..run.runner import Runner, Settings
 from ..store.results import Store, open_store
-from ..core.types import split_slice
+from .bundle import bundle_rows
+from .matrix import DIRECTION, REFERENCE, MatrixError, Row, check_unique, load_matrix, read_matrix, select
 
 OK, OKISH, FAIL, SKIP = "OK", "OKish", "FAIL", "SKIP"
 STATUSES = (OK, OKISH, FAIL)  # what a compared row can be (SKIP rows are not compared)
-REFERENCE, PUBLISHED, DIRECTION = "reference", "published", "direction"
-KINDS = (REFERENCE, PUBLISHED, DIRECTION)
-CLAIMS = ("better", "same")
 DIRECTION_RESAMPLES = 2000
 EXACT = 1e-4  # a difference this small (or within a smaller tolerance) is a match, not an approximation
 _SLACK = 1e-12  # float noise when a difference sits on the tolerance itself (0.51 − 0.50 > 0.01)
 SCRATCH = Path("reproduce")  # the scratch home, under the home (its own results store)
 
-_REQUIRED = ("retriever", "benchmark", "measure", "expected", "tolerance", "kind", "source", "reason")
-_OPTIONAL = ("params", "quick", "seed", "baseline", "claim")
-FIELDS = _REQUIRED + _OPTIONAL
-
-
-class MatrixError(UserError, ValueError):
-    """A matrix file that cannot be read: the message is one line naming file, row and field."""
-
 
 @dataclass(frozen=True)
-class Row:
-    """One expected figure."""
+class Choice:
+    """The matrix a run compares and its selected rows."""
 
-    index: int  # 1-based position among the file's [[row]] tables
-    spec: RetrieverSpec
-    benchmark: str
-    measure: str
-    expected: float
-    tolerance: float
-    kind: str
-    source: str
-    reason: str
-    quick: bool = False
-    seed: int = 0
-    baseline: RetrieverSpec | None = None  # a direction row's other side
-    claim: str = ""  # a direction row's claim: "better" or "same"
+    path: Path  # the matrix file
+    rows: list[Row]
+    shipped: bool  # the installed matrix: only its runs can make an imported figure "reproduced"
 
-    @property
-    def retriever(self) -> str:
-        return self.spec.name
 
-    @property
-    def label(self) -> str:
-        return self.spec.display
+def choose(expected: Path | None = None, *, quick: bool = False, only: Sequence[str] = ()) -> Choice:
+    """The matrix at ``expected`` (default: the installed one, :func:`harness.registry.reference_files`)
+    and the rows ``quick`` and ``only`` select (:func:`harness.record.matrix.select`). The shipped
+    matrix (the rows of the installed bundle and ``expected.toml``) is the only one whose run can
+    make an imported figure reproduced (:mod:`harness.store.trust`): ``expected`` is it when its
+    bytes are the installed file's; another file is a report. No matrix, or no row selected, is a
+    :class:`MatrixError` in the command's words."""
+    from ..core.registry import reference_files  # looked up when called: a test installs its own
 
-    @property
-    def key(self) -> str:
-        """``retriever:benchmark:measure``, what ``--only`` matches."""
-        return f"{self.retriever}:{self.benchmark}:{self.measure}"
+    try:
+        files = reference_files()
+    except RegistryError:
+        if expected is None:
+            raise
+        files = {}
+    installed = files.get("expected")
+    if expected is None and installed is None:
+        raise MatrixError("no reproduction matrix is installed (entry point group beyondsim.reference); "
+                          "give --expected FILE")
+    shipped = installed is not None and (expected is None or _same_bytes(expected, installed))
+    path = Path(expected or installed)  # type: ignore[arg-type]
+    rows = shipped_matrix(files, quick=quick, only=only) if shipped else load_matrix(path, quick=quick, only=only)
+    if not rows:
+        raise MatrixError(f"{path}: no row is selected by{' --quick' if quick else ''}"
+                          f"{''.join(f' --only {p!r}' for p in only)}")
+    return Choice(path, rows, shipped)
 
-    @property
-    def paper(self) -> str:
-        """The paper of a published or direction row's source (``"CoDeR (…)"`` of ``"CoDeR (…), Table 3"``)."""
-        return self.source.split(", ")[0] if self.kind != REFERENCE else ""
 
-    @property
-    def table(self) -> str:
-        """The table (or section) of the source, after the paper."""
-        return self.source.partition(", ")[2] if self.kind != REFERENCE else ""
+def shipped_matrix(files: Mapping[str, Path], *, quick: bool = False, only: Sequence[str] = ()) -> list[Row]:
+    """The installed matrix (:func:`harness.registry.reference_files`): the rows the bundle gives
+    (:func:`harness.record.bundle.bundle_rows` of ``files["plan"]`` and ``files["bundle"]``), then
+    the rows of ``files["expected"]`` (numbered on after them), as ``quick`` and ``only`` select
+    (:func:`harness.record.matrix.select`)."""
+    plan, bundle = files.get("plan"), files.get("bundle")
+    derived = bundle_rows(plan, bundle) if plan and bundle and Path(bundle).is_file() else []
+    rows = derived + read_matrix(files["expected"], first=len(derived) + 1)
+    check_unique(rows, str(files["expected"]))
+    return select(rows, quick=quick, only=only)
 
-    @property
-    def specs(self) -> list[RetrieverSpec]:
-        """The configurations the row needs recomputed: its own, and a direction row's baseline."""
-        return [self.spec] + ([self.baseline] if self.baseline is not None else [])
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).read_bytes() == Path(b).read_bytes()
+    except OSError:
+        return False
 
 
 @dataclass
@@ -153,228 +125,6 @@ class Outcome:
     def gates(self) -> bool:
         """Whether this outcome fails the command: a reference row that did not reproduce."""
         return self.status == FAIL and self.row.kind == REFERENCE
-
-
-# ---------------------------------------------------------------------------------------------
-# reading the matrix
-
-
-def _finite_number(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"must be a number, not {type(v).__name__} {v!r}")
-    if not math.isfinite(v):
-        raise ValueError(f"must be a finite number, not {v!r}")
-    return float(v)
-
-
-def _text(v: Any) -> str:
-    if not isinstance(v, str):
-        raise ValueError(f"must be a string, not {type(v).__name__} {v!r}")
-    if not v.strip():
-        raise ValueError("must not be empty")
-    return v.strip()
-
-
-def _check(name: str, v: Any) -> Any:
-    """The value of field ``name`` as a row holds it; a ValueError says what is wrong with it."""
-    if name in ("retriever", "benchmark", "source", "reason"):
-        return _text(v)
-    if name == "measure":
-        return parse_measure(_text(v)).name
-    if name == "expected":
-        return _finite_number(v)
-    if name == "tolerance":
-        t = _finite_number(v)
-        if t < 0:
-            raise ValueError(f"must be ≥ 0, not {t!r}")
-        return t
-    if name == "kind":
-        if v not in KINDS:
-            raise ValueError(f"must be one of {', '.join(map(repr, KINDS))}, not {v!r}")
-        return v
-    if name == "quick":
-        if not isinstance(v, bool):
-            raise ValueError(f"must be true or false, not {v!r}")
-        return v
-    if name == "seed":
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"must be a whole number ≥ 0, not {v!r}")
-        return v
-    if name == "params":
-        if not isinstance(v, dict):
-            raise ValueError(f"must be a table of parameters, e.g. {{ k1 = 1.2 }}, not {v!r}")
-        return v
-    if name == "claim":
-        if v not in CLAIMS:
-            raise ValueError(f"must be one of {', '.join(map(repr, CLAIMS))}, not {v!r}")
-        return v
-    if name == "baseline":
-        if not isinstance(v, dict) or not isinstance(v.get("retriever"), str) or set(v) - {"retriever", "params"}:
-            raise ValueError(f"must be a table {{ retriever = NAME, params = {{ … }} }}, not {v!r}")
-        try:
-            return make_spec(v["retriever"], v.get("params") or {})
-        except (RegistryError, ValueError) as e:
-            raise ValueError(str(e)) from None
-    raise AssertionError(name)  # pragma: no cover
-
-
-def parse_row(table: Any, index: int, where: str) -> Row:
-    """One ``[[row]]`` table as a :class:`Row`; a :class:`MatrixError` naming ``where``, the row
-    and the field otherwise."""
-    def bad(fieldname: str, msg: str) -> MatrixError:
-        return MatrixError(f"{where}: row {index}: {fieldname}: {msg}")
-
-    if not isinstance(table, dict):
-        raise MatrixError(f"{where}: row {index}: must be a table ([[row]]), not {type(table).__name__}")
-    extra = sorted(set(table) - set(FIELDS))
-    if extra:
-        raise bad(extra[0], f"unknown field; the fields are {', '.join(FIELDS)}")
-    values: dict[str, Any] = {}
-    for name in FIELDS:
-        if name not in table:
-            if name in _REQUIRED:
-                raise bad(name, "missing")
-            continue
-        try:
-            values[name] = _check(name, table[name])
-        except ValueError as e:
-            raise bad(name, str(e)) from None
-    try:
-        spec = make_spec(values["retriever"], values.get("params", {}))
-    except RegistryError as e:
-        raise bad("retriever", str(e)) from None
-    except ValueError as e:
-        raise bad("params", str(e)) from None
-    directional = values["kind"] == DIRECTION
-    for name in ("baseline", "claim"):
-        if directional and name not in values:
-            raise bad(name, "missing (a direction row names its baseline and its claim)")
-        if not directional and name in values:
-            raise bad(name, f"only a direction row has one, not a {values['kind']} row")
-    base, n = split_slice(values["benchmark"])
-    if n is not None and n < 1:
-        raise bad("benchmark", f"a slice [:N] needs N ≥ 1, not {values['benchmark']!r}")
-    try:
-        get_benchmark_loader(base)
-    except (RegistryError, ValueError) as e:
-        raise bad("benchmark", str(e)) from None
-    return Row(index=index, spec=spec, benchmark=values["benchmark"], measure=values["measure"],
-               expected=values["expected"], tolerance=values["tolerance"], kind=values["kind"],
-               source=values["source"], reason=values["reason"], quick=values.get("quick", False),
-               seed=values.get("seed", 0), baseline=values.get("baseline"), claim=values.get("claim", ""))
-
-
-def read_matrix(path: str | Path, *, first: int = 1) -> list[Row]:
-    """Every row of the matrix file at ``path``, checked (see the module docstring); rows are
-    numbered from ``first``."""
-    path = Path(path)
-    where = str(path)
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise MatrixError(f"{where}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise MatrixError(f"{where}: not UTF-8 text: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise MatrixError(f"{where}: invalid TOML: {e}") from None
-    other = sorted(set(doc) - {"row"})
-    if other:
-        raise MatrixError(f"{where}: unknown top-level key {other[0]!r}; the matrix is a list of [[row]] tables")
-    tables = doc.get("row")
-    if not isinstance(tables, list) or not tables:
-        raise MatrixError(f"{where}: no [[row]] tables")
-    rows = [parse_row(t, i, where) for i, t in enumerate(tables, first)]
-    check_unique(rows, where)
-    return rows
-
-
-def check_unique(rows: Sequence[Row], where: str) -> None:
-    """One figure per configuration (and baseline), benchmark, measure, kind and source."""
-    seen: dict[tuple[str, ...], int] = {}
-    for r in rows:
-        k = (r.spec.hash, r.baseline.hash if r.baseline else "", r.benchmark, r.measure, r.kind, r.source)
-        if k in seen:
-            raise MatrixError(f"{where}: row {r.index}: measure: {r.key} ({r.kind}, {r.source}) is already "
-                              f"row {seen[k]}; one figure per configuration, benchmark, measure and source")
-        seen[k] = r.index
-
-
-def reference_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
-    """The reference rows the bundle and the plan give (rows numbered from 1): each result of the
-    bundle with the plan's matrix seed, of a configuration of the plan (matched by its label), gives
-    one row per measure the plan's ``matrix.measures`` names for its benchmark (a slice
-    ``nevir[:25]`` is its benchmark's), expected = the bundle's figure (8 decimals), the
-    configuration's tolerance (``FVR@k``: k times it where the configuration says ``scale_fvr``) and reason, quick when the configuration is
-    and the benchmark is among ``matrix.quick_benchmarks``. Rows follow the plan's configuration
-    order, then the bundle's order. A result of a configuration the plan lacks is left out."""
-    from ..store.exchange import read_export_file
-    from .bundle import bundle_id, load_plan
-
-    plan = load_plan(Path(plan_path))
-    configs = {c.display: c for c in plan.config}
-    records = [it.record for it in read_export_file(str(bundle_path)) if getattr(it, "record", None) is not None]
-    source = f"reference bundle {bundle_id(Path(bundle_path))}"
-    specs = {name: make_spec(c.retriever, c.params, label=c.label) for name, c in configs.items()}
-    order = {name: i for i, name in enumerate(configs)}
-    records = sorted((r for r in records if r.label in configs and r.seed == plan.matrix.seed
-                      and _same_configuration(r.spec, specs[r.label])), key=lambda r: order[r.label])
-    rows: list[Row] = []
-    for rec in records:
-        c, spec = configs[rec.label], specs[rec.label]
-        whole = split_slice(rec.benchmark)[0]
-        wanted = plan.matrix.measures.get(whole, plan.matrix.default_measures)
-        for m in wanted:
-            mv = rec.measures.get(m)
-            if mv is None or mv.mean is None or not math.isfinite(mv.mean):
-                continue
-            scale = (parse_measure(m).k or 1) if c.scale_fvr and m.startswith("FVR@") else 1
-            rows.append(Row(index=len(rows) + 1, spec=spec, benchmark=rec.benchmark, measure=m,
-                            expected=round(float(mv.mean), 8), tolerance=c.tolerance * scale,
-                            kind=REFERENCE, source=source,
-                            reason=(f"the bundle's figure (reference plan configuration {c.display!r}, seed "
-                                    f"{rec.seed}); tolerance: {c.reason or 'none given'}"
-                                    + (f"; FVR runs from 1 to {scale + 1}, so {scale} times that" if scale > 1 else "")),
-                            quick=c.quick and whole in plan.matrix.quick_benchmarks, seed=rec.seed))
-    check_unique(rows, str(bundle_path))
-    return rows
-
-
-def _same_configuration(stored: Mapping[str, Any], spec: RetrieverSpec) -> bool:
-    """Whether a bundled result's spec (``{"retriever", "params"}``) is the plan configuration's:
-    the same retriever, and the same value of every parameter the result records (a parameter
-    added to the retriever since, at its default, does not make it another configuration)."""
-    params = stored.get("params") or {}
-    return stored.get("retriever") == spec.name and all(
-        json.dumps(v, sort_keys=True, default=str) == json.dumps(spec.params.get(k), sort_keys=True, default=str)
-        for k, v in params.items())
-
-
-def shipped_matrix(files: Mapping[str, Path], *, quick: bool = False, only: Sequence[str] = ()) -> list[Row]:
-    """The installed matrix (:func:`harness.registry.reference_files`): the reference rows derived
-    from ``files["bundle"]`` and ``files["plan"]``, then the rows of ``files["expected"]`` (numbered
-    on after them), as ``quick`` and ``only`` select (:func:`select`)."""
-    plan, bundle = files.get("plan"), files.get("bundle")
-    derived = reference_rows(plan, bundle) if plan and bundle and Path(bundle).is_file() else []
-    written = read_matrix(files["expected"], first=len(derived) + 1)
-    rows = derived + written
-    check_unique(rows, str(files["expected"]))
-    return select(rows, quick=quick, only=only)
-
-
-def select(rows: Iterable[Row], *, quick: bool = False, only: Sequence[str] = ()) -> list[Row]:
-    """The rows ``--quick`` (rows marked quick) and ``--only`` keep: a pattern (fnmatch, case
-    sensitive) matches ``retriever:benchmark:measure`` or any one of the three; a row is kept
-    when any pattern matches it."""
-    def matches(r: Row, pattern: str) -> bool:
-        return any(fnmatch.fnmatchcase(s, pattern) for s in (r.key, r.retriever, r.label, r.benchmark, r.measure))
-
-    return [r for r in rows if (not quick or r.quick) and (not only or any(matches(r, p) for p in only))]
-
-
-def load_matrix(path: str | Path, *, quick: bool = False, only: Sequence[str] = ()) -> list[Row]:
-    """The rows of the matrix at ``path`` that ``quick`` and ``only`` select (:func:`select`)."""
-    return select(read_matrix(path), quick=quick, only=only)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,12 +186,13 @@ def _jobs(rows: Sequence[Row]) -> dict[tuple[str, str, int], _Job]:
     return out
 
 
-def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = None,
+def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = None, shipped: bool = False,
               progress: Progress | None = None, log: Callable[[str], None] = print,
               make_runner: Callable[..., Runner] | None = None) -> list[Outcome]:
     """Recompute every (spec, benchmark, seed) of ``rows`` (and of direction rows' baselines) once
     and compare each row (see the module docstring); outcomes in the order of ``rows``. When
-    ``store`` is given, the compared rows are saved to it as one reproduction run.
+    ``store`` is given, the compared rows are saved to it as one reproduction run (of the shipped
+    matrix when ``shipped``, :attr:`Choice.shipped`).
     ``make_runner(settings, store, progress, log)`` builds the runner (default: a local
     :class:`Runner`; ``--ray`` gives one that sends each job to a cluster)."""
     data_dir = default_data_dir(settings.data_dir)
@@ -460,7 +211,7 @@ def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = 
         scratch.close()
     outcomes = [_compare(r, [jobs[(s.hash, r.benchmark, r.seed)] for s in r.specs]) for r in rows]
     if store is not None:
-        save(outcomes, store)
+        save(outcomes, store, shipped=shipped)
     return outcomes
 
 
@@ -571,10 +322,10 @@ def _stored_source(r: Row) -> str:
     return f"{r.source}; against {r.baseline.display}" if r.baseline is not None else r.source
 
 
-def save(outcomes: Sequence[Outcome], store: Store) -> str | None:
+def save(outcomes: Sequence[Outcome], store: Store, *, shipped: bool = False) -> str | None:
     """Save the compared outcomes as one reproduction run; its id, or ``None`` when every row was skipped."""
     rows = store_rows(outcomes)
-    return store.save_reproductions(rows) if rows else None
+    return store.save_reproductions(rows, shipped=shipped) if rows else None
 
 
 @dataclass
@@ -582,6 +333,19 @@ class Summary:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # kind → status → rows
     skipped_benchmarks: list[str] = field(default_factory=list)
     failed: bool = False  # a reference row failed: the command exits 1
+    compared: bool = False  # a row was compared (not every row skipped)
+
+    def line(self, *, seconds: float, saved_to: Path | str, shipped: bool) -> str:
+        """What the command concludes: the verdict, the counts per kind (reference rows first), the
+        benchmarks skipped, the time taken, and where the matrix was saved."""
+        parts = [f"{kind} rows: {describe(c)}" for kind, c in sorted(self.counts.items(), key=lambda kc: kc[0] != REFERENCE)]
+        if self.skipped_benchmarks:
+            parts.append(f"skipped (not on disk): {', '.join(self.skipped_benchmarks)}")
+        verdict = ("FAIL: a reference row did not reproduce" if self.failed else "reproduced" if self.compared
+                   else "nothing compared")
+        saved = (f"; matrix saved to {saved_to}" + ("" if shipped else " (not the shipped matrix: it upgrades no "
+                                                                     "trust level)")) if self.compared else ""
+        return f"{verdict} — {'; '.join(parts)} ({seconds:.0f} s){saved}"
 
 
 def summarise(outcomes: Sequence[Outcome]) -> Summary:
@@ -592,6 +356,7 @@ def summarise(outcomes: Sequence[Outcome]) -> Summary:
         if o.status == SKIP and o.row.benchmark not in s.skipped_benchmarks:
             s.skipped_benchmarks.append(o.row.benchmark)
     s.failed = any(o.gates for o in outcomes)
+    s.compared = any(o.status != SKIP for o in outcomes)
     return s
 
 
@@ -601,3 +366,9 @@ def describe(s: Mapping[str, int]) -> str:
     if s.get(SKIP):
         parts.append(f"{s[SKIP]} skipped")
     return ", ".join(parts)
+
+
+def notes(outcomes: Iterable[Outcome]) -> list[str]:
+    """A line for each compared row with a note (why it failed; what a direction row found)."""
+    return [f"row {o.row.index} ({o.row.key}, {o.row.kind}): {o.status}: {o.note}"
+            for o in outcomes if o.note and o.status != SKIP]

@@ -29,7 +29,7 @@ given (``pip install 'beyondsim[ray]'``); without it nothing changes.
   from Ray Tune's search algorithms, which sample a space or stop trials early.)
 - **Corpus encoding.** :func:`encode_corpus_distributed` encodes a corpus with Ray Data
   (``map_batches`` over an actor pool, one encoder per actor) and writes the embedding cache entry a
-  local :class:`~harness.models.encoders.EncoderPool` would (same key, same file), so a later local run
+  local :class:`~harness.models.pool.EncoderPool` would (same key, same file), so a later local run
   reads it. Inside jobs, a cache miss of at least ``BEYONDSIM_RAY_ENCODE_MIN`` texts (default
   100,000) goes that way (torch backend only: an onnx backend encodes in the job).
 """
@@ -49,7 +49,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..models.encoders import DEFAULT_BACKEND, EmbeddingCache, EncoderPool, load_encoder
+from ..models.embedding_cache import EmbeddingCache
+from ..models.onnx import DEFAULT_BACKEND
+from ..models.pool import EncoderPool, load_encoder
 from ..core.errors import UserError
 from ..models.llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
 from ..core.protocols import Progress

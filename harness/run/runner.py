@@ -25,7 +25,8 @@ import numpy as np
 from .. import __version__ as HARNESS_VERSION
 from ..cost.figures import REUSED_KEY
 from ..data.readers import DataError, MissingDataError, default_data_dir
-from ..models.encoders import EncoderPool, default_device
+from ..models.pool import EncoderPool
+from ..models.resolve import default_device
 from ..models.facts import FACTS_KEY, pool_facts
 from ..core.leakage import LeakageError, check_unseen
 from ..core.ledger import RESULT_RUN_KEY, Ledger, PhaseTime, RunTag

@@ -41,7 +41,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 from ..core.errors import UserError
 from ..core.registry import check_label
 from .results import (CONTENT_DEPTH, IMPORTED, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store,
-                      result_key, snippet)
+                      finite_or_none, result_key, snippet)
 from .trust import ORIGIN_KEY, VERIFIED, trust_of
 
 EXPORT_SCHEMA = 2  # 2: adds the "benchmark_content" lines (drill-down content); result lines as in 1
@@ -695,10 +695,6 @@ def import_items(store: Store, items: Iterable[ImportedLine | ImportedContent],
 # -- writing an export --------------------------------------------------------------------------
 
 
-def _finite_or_none(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
 def export_record(rec: ResultRecord) -> dict[str, Any]:
     """One result as a result line of export schema :data:`EXPORT_SCHEMA`: every field of the
     record (measures, per-query measures, phases, LLM calls, rankings, environment, provenance).
@@ -706,8 +702,8 @@ def export_record(rec: ResultRecord) -> dict[str, Any]:
     d = dict(rec.__dict__)
     d.pop("id", None)
     d["schema"] = EXPORT_SCHEMA
-    d["measures"] = {m: {"mean": _finite_or_none(v.mean), "n": v.n, "ci_low": _finite_or_none(v.ci_low),
-                         "ci_high": _finite_or_none(v.ci_high)} for m, v in rec.measures.items()}
+    d["measures"] = {m: {"mean": finite_or_none(v.mean), "n": v.n, "ci_low": finite_or_none(v.ci_low),
+                         "ci_high": finite_or_none(v.ci_high)} for m, v in rec.measures.items()}
     d["rankings"] = {q: [[doc, s] for doc, s in r] for q, r in rec.rankings.items()}
     return d
 

@@ -143,8 +143,9 @@ class BenchmarkInfo:
                              default_measures=tuple(self.default_measures))
 
 
-def _finite_or_none(x: float | None) -> float | None:
-    """A mean or interval bound as stored: ``None`` (undefined) unless it is a finite number."""
+def finite_or_none(x: float | None) -> float | None:
+    """A mean or interval bound as stored (``NULL``) and as exported (``null``, by
+    :mod:`harness.store.exchange`): ``None`` (undefined) unless it is a finite number, then a float."""
     return None if x is None or not math.isfinite(x) else float(x)
 
 
@@ -172,7 +173,7 @@ def _result_rows(rec: ResultRecord) -> dict[str, list[tuple[Any, ...]]]:
     bound becomes ``NULL`` (undefined); any other non-finite number is a ValueError naming it."""
     w = f"result {rec.key}"
     return {
-        "measures": [(m, _finite_or_none(v.mean), int(v.n), _finite_or_none(v.ci_low), _finite_or_none(v.ci_high))
+        "measures": [(m, finite_or_none(v.mean), int(v.n), finite_or_none(v.ci_low), finite_or_none(v.ci_high))
                      for m, v in rec.measures.items()],
         "query_measures": [(m, q, _finite(v, f"{w}: per-query {m} of query {q!r}"))
                            for m, col in rec.per_query.items() for q, v in col.items()],

@@ -1,6 +1,6 @@
 """``bench/<slug>.html``, one per benchmark: every stored measure (mean with the 95% bootstrap CI
-for one seed, ± the std over seeds for several), significance marks against the reference row (†)
-and the best baseline row (‡), per-category breakdowns, violation-survival curves, score
+for one seed, ± the std over seeds for several), significance marks against the best comparator
+row (†) and the best baseline row (‡), per-category breakdowns, violation-survival curves, score
 separation and sensitivity heatmaps. Benchmarks that only have parameter sweeps get a page too."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from harness.store.results import ResultRecord
 from .. import plots
 from harness import registry
 
-from ..compare import (BASELINE, CHANCE_LEVEL, REFERENCE, SLICE_RE, BenchmarkComparison, PairedTest, base_name,
+from ..compare import (BASELINE, CHANCE_LEVEL, COMPARATOR, SLICE_RE, BenchmarkComparison, PairedTest, base_name,
                        is_local, measure_higher_is_better, measure_sort_key)
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
@@ -24,18 +24,18 @@ from harness.store.trust import DESCRIPTIONS, LEVELS
 from . import downloads, rowfacts
 from .page import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
 
-MARKS = {REFERENCE: "†", BASELINE: "‡"}
+MARKS = {COMPARATOR: "†", BASELINE: "‡"}
 
 
-def reference_name(b: BenchmarkComparison, kind: str) -> str:
-    """How a reference is named in titles: the reference retriever, or "best baseline"."""
-    return str(b.reference) if kind == REFERENCE else "best baseline"
+def yardstick_name(b: BenchmarkComparison, kind: str) -> str:
+    """How the row a test is against is named in titles: the comparator retriever, or "best baseline"."""
+    return str(b.comparator) if kind == COMPARATOR else "best baseline"
 
 
 def mark_title(b: BenchmarkComparison, t: PairedTest) -> str:
-    ref = b.reference if t.kind == REFERENCE else "the best baseline"
+    against = b.comparator if t.kind == COMPARATOR else "the best baseline"
     word = "better" if t.better else "worse"
-    return (f"{word} than {t.reference} ({ref}): Holm-adjusted p = {fmt_p(t.p_adj)} "
+    return (f"{word} than {t.yardstick} ({against}): Holm-adjusted p = {fmt_p(t.p_adj)} "
             f"(raw p = {fmt_p(t.p_raw)}, {t.family} comparison{'s' if t.family != 1 else ''})")
 
 
@@ -136,7 +136,7 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             # credit to a ranking that retrieves nothing; the p-values stay in the tooltip)
             marks = [{"symbol": MARKS[t.kind], "kind": t.kind, "title": mark_title(b, t), "p": repr(t.p_adj),
                       "better": t.better} for t in tests if t.significant and i not in b.standing]
-            title += [f"vs {t.reference} ({reference_name(b, t.kind)}): Holm-adjusted p = {fmt_p(t.p_adj)}"
+            title += [f"vs {t.yardstick} ({yardstick_name(b, t.kind)}): Holm-adjusted p = {fmt_p(t.p_adj)}"
                       for t in tests]
             cells.append({
                 "measure": m,
@@ -214,13 +214,14 @@ def tradeoff_plot(b: BenchmarkComparison, rows: Sequence[Mapping[str, Any]]) -> 
                        x_higher=measure_higher_is_better(xm), y_higher=measure_higher_is_better(ym))
 
 
-def legend_refs(b: BenchmarkComparison) -> list[dict[str, str]]:
+def legend_yardsticks(b: BenchmarkComparison) -> list[dict[str, str]]:
+    """Per measure, the rows its tests are against: the best comparator row and the best baseline row."""
     out = []
     for m in b.measures:
-        r = b.references.get(m, {})
+        r = b.yardsticks.get(m, {})
         if r:
             out.append({"measure": m,
-                        "reference": b.groups[r[REFERENCE]].display if REFERENCE in r else DASH,
+                        "comparator": b.groups[r[COMPARATOR]].display if COMPARATOR in r else DASH,
                         "baseline": b.groups[r[BASELINE]].display if BASELINE in r else DASH})
     return out
 
@@ -371,10 +372,11 @@ def sweep_views(grids: Sequence[SweepGrid]) -> list[dict[str, Any]]:
     return out
 
 
-def _context(site: Site, reference: str | None, baselines: Sequence[str]) -> dict[str, Any]:
-    return {"reference": reference or "", "baselines": list(baselines), "alpha": site.board.alpha,
-            "trust_descriptions": DESCRIPTIONS,
-            "n_resamples": site.board.n_resamples, "mark_reference": MARKS[REFERENCE], "mark_baseline": MARKS[BASELINE]}
+def _context(site: Site, comparator: str | None, baselines: Sequence[str]) -> dict[str, Any]:
+    return {"comparator": comparator or "", "baselines": list(baselines), "alpha": site.board.alpha,
+            "trust_descriptions": DESCRIPTIONS, "n_resamples": site.board.n_resamples,
+            "kind_comparator": COMPARATOR, "kind_baseline": BASELINE,
+            "mark_comparator": MARKS[COMPARATOR], "mark_baseline": MARKS[BASELINE]}
 
 
 def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -383,7 +385,7 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
             "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
             "stats": [], "protocols": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
-                                   "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None}, "refs": [], "breakdowns": [], "survival": [],
+                                   "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None}, "yardsticks": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
 
 
@@ -406,14 +408,14 @@ def render(site: Site) -> None:
         view = {
             **info,
             "table": results_table(site, b),
-            "refs": legend_refs(b),
+            "yardsticks": legend_yardsticks(b),
             "breakdowns": breakdowns(b),
             "survival": survival(site, b),
             "separation": separation(b),
             "sweeps": sweep_views(sweep_grids(site.board.sweeps.get(b.name, []))),
             "has_results": True,
         }
-        site.page("bench.html", f"bench/{b.slug}.html", sec=view, **_context(site, b.reference, b.baselines))
+        site.page("bench.html", f"bench/{b.slug}.html", sec=view, **_context(site, b.comparator, b.baselines))
     for name, sweeps in site.board.sweep_only.items():
         slug = site.sweep_slugs[name]
         view = _sweep_only_view(name, slug, sweeps)

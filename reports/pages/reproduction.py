@@ -50,14 +50,15 @@ def _row(r: Mapping[str, Any], links: Mapping[str, Mapping[str, str]]) -> dict[s
 
 def papers(rows: Sequence[Mapping[str, Any]], reasons: Mapping[tuple[str, str, str, str], str]) -> list[dict[str, Any]]:
     """The published and direction rows grouped by paper, then table (their ``source`` is ``"<paper>,
-    <table>"``, a direction row's followed by ``"; against <baseline>"``), in the order they come,
+    <table>"``, a direction row's followed by ``"; against <baseline>"``; a paper's name may hold
+    ``", "``, a table's does not, :class:`harness.record.matrix.Table`), in the order they come,
     each with its reason (``reasons``: ``(label, benchmark, measure, source) → reason``)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         if r["kind"] not in ("published", "direction"):
             continue
         source, _, against = r["source"].partition("; against ")
-        paper, _, table = source.partition(", ")
+        paper, _, table = source.rpartition(", ")
         g = groups.setdefault((paper, table), {"paper": paper, "table": table, "rows": []})
         g["rows"].append({**r, "against": against,
                           "reason": reasons.get((r["label"], r["benchmark"], r["measure"], source), "")})
@@ -65,14 +66,15 @@ def papers(rows: Sequence[Mapping[str, Any]], reasons: Mapping[tuple[str, str, s
 
 
 def matrix_reasons() -> dict[tuple[str, str, str, str], str]:
-    """The reasons of the installed matrix's hand-written rows (the store keeps figures, not reasons)."""
+    """The reasons of the installed matrix's hand-written rows (the store keeps figures, not
+    reasons), read by the model ``reproduce`` reads (:func:`harness.record.matrix.read_matrix`)."""
     from harness.registry import reference_files
-    from harness.record.reproduce import MatrixError, read_matrix
+    from harness.record.matrix import read_matrix
 
     try:
         path = reference_files().get("expected")
         rows = read_matrix(path) if path is not None else []
-    except (MatrixError, Exception):  # noqa: BLE001 - a page without reasons rather than no page
+    except Exception:  # noqa: BLE001 - a page without reasons rather than no page
         return {}
     return {(r.label, r.benchmark, r.measure, r.source): r.reason for r in rows}
 

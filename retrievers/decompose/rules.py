@@ -1,7 +1,7 @@
-"""The numbered rules of :func:`rules_decompose` (package docstring, "Rules"), one function each:
-:func:`exclusion_with_object` (rule 1), :func:`verbal_negation` (rule 2), :func:`nothing_excluded`
-(rule 3) and :func:`cut_every_cue` (rule 4); :func:`find_cues` applies rules 1 and 2 left to
-right. The spans they read come from :mod:`retrievers.decompose.spans`."""
+"""The numbered rules of :func:`rules_decompose` (docs/methods/deo.md#rules-of-rules_decompose),
+one function each: :func:`exclusion_with_object` (rule 1), :func:`verbal_negation` (rule 2),
+:func:`nothing_excluded` (rule 3) and :func:`cut_every_cue` (rule 4); :func:`find_cues` applies
+rules 1 and 2 left to right. The spans they read come from :mod:`retrievers.decompose.spans`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The exact solver of the problem restricted to a working set: block principal pivoting
-(package docstring, "Exact solve", step 2), in Gram form (:func:`active_set_qp`) and in d
+(docs/methods/nnn.md#the-exact-solve, step 2), in Gram form (:func:`active_set_qp`) and in d
 dimensions (:func:`active_set_qp_dual`, Woodbury)."""
 
 from __future__ import annotations

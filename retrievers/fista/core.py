@@ -1,6 +1,6 @@
-"""FISTA (package docstring, "Iteration" and "Modes"): the two forms of the operator (full
-corpus, Gram block of a candidate set), the support polish, the accelerated loop, and the public
-full-corpus solvers."""
+"""FISTA (docs/methods/nnn.md#the-iteration, docs/methods/nnn.md#modes): the two forms of the
+operator (full corpus, Gram block of a candidate set), the support polish, the accelerated loop,
+and the public full-corpus solvers."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def fista(D: Any, Q: Any, l1: float, l2: float, *, iters: int | None = None, tol
     """Full-corpus FISTA for one block of queries.
 
     ``iters=T``: exactly T plain FISTA steps from 0 (paper protocol). ``tol=ε``: until the KKT
-    residual is < ε (polish + restart, see the package docstring) or ``max_iters``. Memory is
+    residual is < ε (polish + restart, see docs/methods/nnn.md#modes) or ``max_iters``. Memory is
     about four B × n float32 buffers; :func:`solve_full` chunks the queries for large corpora.
 
     Parameters

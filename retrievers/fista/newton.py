@@ -1,6 +1,6 @@
-"""The large-support half of the exact solve for λ2 > 0 on CPU (package docstring, "Exact solve";
-``docs/methods/nnn.md``): a semi-smooth Newton method on the problem's dual in d dimensions, with
-working sets grown from violators and a whole-corpus certificate.
+"""The large-support half of the exact solve for λ2 > 0 on CPU (docs/methods/nnn.md#the-exact-solve,
+docs/methods/nnn.md#the-solver): a semi-smooth Newton method on the problem's dual in d
+dimensions, with working sets grown from violators and a whole-corpus certificate.
 
 For λ2 > 0 the minimiser's coefficients are ``x_j = (D_j·r − λ1)₊ / λ2`` where r = q − Dᵀx is the
 residual at the minimiser, and that residual is the unique minimiser of the 1-strongly convex,

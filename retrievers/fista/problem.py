@@ -1,6 +1,6 @@
 """The problem behind every solver of :mod:`retrievers.fista`: the tensors' form, the step
 constant, the objective, the KKT residual, and the sparse :class:`Solution` (the notation is in
-the package docstring)."""
+docs/methods/nnn.md#notation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The exact solve (package docstring, "Exact solve"): working sets grown from the KKT
+"""The exact solve (docs/methods/nnn.md#the-exact-solve): working sets grown from the KKT
 violators, the active-set solves on them, the check set, the guard passes and the whole-corpus
 certificate; :class:`ScreeningOptions` holds the knobs of :func:`screened_solve`."""
 
@@ -485,8 +485,8 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, options: ScreeningOptio
                    cand_idx: Any = None, cand_bound: Any = None, dense_k: int = 0, L_full: float | None = None,
                    row_norm: float | None = None, **knobs: Any) -> Solution:
     """Exact solve (KKT residual < ``tol`` over the whole corpus) by working sets grown from the
-    KKT violators, an exact active-set solve on them, and a whole-corpus certificate (package
-    docstring, "Exact solve").
+    KKT violators, an exact active-set solve on them, and a whole-corpus certificate
+    (docs/methods/nnn.md#the-exact-solve).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Encoding throughput of the encoder backends (harness/models/encoders.py) on the CPU: torch against ONNX
+"""Encoding throughput of the encoder backends (harness/models/onnx.py) on the CPU: torch against ONNX
 Runtime fp32 and int8, on the same texts in one process.
 
     python -m tests.perf.encode [--docs 512] [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.models.encoders import BACKENDS, EncoderPool
+from harness.models.onnx import BACKENDS
+from harness.models.pool import EncoderPool
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
