@@ -238,6 +238,12 @@ def test_the_modules_of_the_command_line_import_each_other_without_a_cycle() -> 
                 else:
                     targets |= {a.name for a in node.names}
     edges = {m: {t for t in ts if t in names and t != m} for m, ts in edges.items()}
+    _assert_acyclic(edges)
+    assert "__init__" not in set().union(*edges.values())  # no verb module reaches back to the app
+
+
+def _assert_acyclic(edges: dict[str, set[str]]) -> None:
+    """Fail naming the first import cycle of the graph ``edges`` (module → the modules it imports)."""
     done: set[str] = set()
 
     def visit(module: str, path: tuple[str, ...]) -> None:
@@ -250,7 +256,6 @@ def test_the_modules_of_the_command_line_import_each_other_without_a_cycle() -> 
 
     for module in sorted(edges):
         visit(module, ())
-    assert "__init__" not in set().union(*edges.values())  # no verb module reaches back to the app
 
 
 # -- the layers of harness (ARCHITECTURE.md#the-layers) ----------------------------------------------
@@ -350,17 +355,10 @@ def test_no_import_cycle_between_the_modules_of_harness() -> None:
     """Run-time imports between harness's modules (lazy ones included) form no cycle; a package's
     ``__init__`` counts as a module of its own."""
     names = {_module_name(p): p for p in MODULES}
-    edges = {n: {m for m in _runtime_imports(p) if m in names and m != n} for n, p in names.items()}
-    # importing a submodule runs its package's __init__ first, which is no edge back to the submodule
-    done: set[str] = set()
+    _assert_acyclic({n: {m for m in _runtime_imports(p) if m in names and m != n} for n, p in names.items()})
 
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
-        if module in done:
-            return
-        for target in sorted(edges[module]):
-            visit(target, (*path, module))
-        done.add(module)
 
-    for module in sorted(edges):
-        visit(module, ())
+def test_the_cycle_check_finds_a_cycle() -> None:
+    _assert_acyclic({"a": {"b"}, "b": {"c"}, "c": set()})
+    with pytest.raises(AssertionError, match="import cycle: a -> b -> c -> a"):
+        _assert_acyclic({"a": {"b"}, "b": {"c"}, "c": {"a"}})
