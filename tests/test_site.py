@@ -1039,3 +1039,17 @@ def test_the_score_separation_names_a_model_never_a_path_of_the_machine() -> Non
     assert model_name("C:\\Users\\b\\models\\coder\\ab12") == "coder/ab12"
     assert model_name("all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
     assert model_name("BAAI/bge-large-en-v1.5") == "BAAI/bge-large-en-v1.5"
+
+
+def test_a_benchmark_page_says_which_grade_a_plain_measure_counts_as_relevant(tmp_path, monkeypatch):
+    """The threshold the store keeps with a benchmark is on its page; one not recorded (a store or
+    file from before it was kept) is not shown as if known."""
+    monkeypatch.setattr(registry, "suites", lambda: TINY_SUITES)
+    for threshold, shown in ((2, "relevant: grade ≥ 2"), (None, None)):
+        store = build_tiny(tmp_path / f"r{threshold}.sqlite")
+        store.save_benchmark(BenchmarkInfo("tiny", "tinyv1", "constraint", ["nDCG@10", "V@2"], {},
+                                           relevance_threshold=threshold))
+        out = tmp_path / f"site{threshold}"
+        render_site(store, out, generated_at=GENERATED, n_resamples=50)
+        page = (out / "bench" / "tiny.html").read_text(encoding="utf-8")
+        assert (shown in page) if shown else ("relevant: grade" not in page)

@@ -138,6 +138,7 @@ class BenchmarkInfoLine(_Line):
     description: str = ""
     source: str = ""
     license: str = ""
+    relevance_threshold: Union[Annotated[int, Field(ge=1)], None] = None  # absent in files written before it was kept
 
 
 class ResultLine(_Line):

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from ..core.errors import UserError
 from ..core.types import Benchmark, BenchmarkMeta
 from .schema import (IMPORTED, OWN, SCHEMA, SCHEMA_VERSION, allow_unknown_tokens, key_reproductions_by_source,
+                     record_relevance_thresholds,
                      mark_shipped_matrices, outdated, slot_results)
 
 STORE_FILE = "results.sqlite"  # the store's file in a home (open_store)
@@ -111,8 +112,11 @@ class ResultRecord:
 @dataclass
 class BenchmarkInfo:
     """What the store keeps about a benchmark version: its loader's :class:`BenchmarkMeta` (the
-    texts, task and default measures; :attr:`meta`), its version and its counts (``stats``, with the
-    query groups that per-group breakdowns use under ``"query_groups"``)."""
+    texts, task, default measures and relevance threshold; :attr:`meta`), its version and its
+    counts (``stats``, with the query groups that per-group breakdowns use under
+    ``"query_groups"``). ``relevance_threshold`` is ``None`` where it was not recorded (a store or
+    a file from before it was kept): a plain measure name on that benchmark then means the
+    threshold its loader declares."""
 
     name: str
     version: str
@@ -122,6 +126,7 @@ class BenchmarkInfo:
     description: str = ""
     source: str = ""
     license: str = ""
+    relevance_threshold: int | None = None
 
     @classmethod
     def of(cls, bench: Benchmark) -> "BenchmarkInfo":
@@ -133,14 +138,14 @@ class BenchmarkInfo:
             stats["query_groups"] = groups
         meta = bench.meta
         return cls(meta.name, bench.version, meta.task, list(meta.default_measures), stats, meta.description,
-                   meta.source, meta.license)
+                   meta.source, meta.license, meta.relevance_threshold)
 
     @property
     def meta(self) -> BenchmarkMeta:
-        """The benchmark's description as stored (its relevance threshold is not kept: the
-        default)."""
+        """The benchmark's description as stored (a threshold not recorded reads as the default, 1)."""
         return BenchmarkMeta(self.name, self.task, self.description, self.source, self.license,
-                             default_measures=tuple(self.default_measures))
+                             default_measures=tuple(self.default_measures),
+                             relevance_threshold=1 if self.relevance_threshold is None else self.relevance_threshold)
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -310,6 +315,7 @@ class Store:
             allow_unknown_tokens(self._conn)
             mark_shipped_matrices(self._conn)
             key_reproductions_by_source(self._conn)
+            record_relevance_thresholds(self._conn)
 
     def _use_wal(self) -> None:
         """Switch the file to WAL. While another process creates the same store, the switch can fail
@@ -382,9 +388,11 @@ class Store:
     def save_benchmark(self, info: BenchmarkInfo) -> None:
         with self.transaction():
             self._conn.execute(
-                "INSERT OR REPLACE INTO benchmarks VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO benchmarks (name, version, task, default_measures_json, stats_json, "
+                "description, source, license, relevance_threshold) VALUES (?,?,?,?,?,?,?,?,?)",
                 (info.name, info.version, info.task, json.dumps(list(info.default_measures)),
-                 json.dumps(info.stats), info.description, info.source, info.license),
+                 json.dumps(info.stats), info.description, info.source, info.license,
+                 None if info.relevance_threshold is None else int(info.relevance_threshold)),
             )
 
     def save(self, rec: ResultRecord, *, replace: bool = False) -> bool:
@@ -509,7 +517,8 @@ class Store:
     def benchmarks(self) -> list[BenchmarkInfo]:
         return [
             BenchmarkInfo(r["name"], r["version"], r["task"], json.loads(r["default_measures_json"]),
-                          json.loads(r["stats_json"]), r["description"], r["source"], r["license"])
+                          json.loads(r["stats_json"]), r["description"], r["source"], r["license"],
+                          r["relevance_threshold"])
             for r in self._conn.execute("SELECT * FROM benchmarks ORDER BY name, version")
         ]
 

@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS benchmarks (
   description TEXT NOT NULL,
   source TEXT NOT NULL,
   license TEXT NOT NULL,
+  relevance_threshold INTEGER,
   PRIMARY KEY (name, version)
 );
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -173,6 +174,13 @@ def mark_shipped_matrices(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE reproductions ADD COLUMN shipped INTEGER NOT NULL DEFAULT 0")
 
 
+def record_relevance_thresholds(db: sqlite3.Connection) -> None:
+    """A store made before benchmarks kept their relevance threshold gains the column; the rows it
+    has keep ``NULL`` there, "not recorded" (inside the caller's transaction)."""
+    if _no_thresholds(db):
+        db.execute("ALTER TABLE benchmarks ADD COLUMN relevance_threshold INTEGER")
+
+
 def key_reproductions_by_source(db: sqlite3.Connection) -> None:
     """A store made when ``reproductions`` was keyed without ``kind`` and ``source`` (so a published
     figure could not sit beside the reference figure of the same measure): rebuild the table with
@@ -221,6 +229,10 @@ def _unshipped(db: sqlite3.Connection) -> bool:
     return not any(r[1] == "shipped" for r in db.execute("PRAGMA table_info(reproductions)"))
 
 
+def _no_thresholds(db: sqlite3.Connection) -> bool:
+    return not any(r[1] == "relevance_threshold" for r in db.execute("PRAGMA table_info(benchmarks)"))
+
+
 def _reproductions_unkeyed(db: sqlite3.Connection) -> bool:
     return not any(r[1] == "source" and r[5] for r in db.execute("PRAGMA table_info(reproductions)"))
 
@@ -234,4 +246,5 @@ def outdated(db: sqlite3.Connection) -> bool:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)) - tables:
         return True
-    return _tokens_not_null(db) or _unshipped(db) or _reproductions_unkeyed(db) or _unslotted(db)
+    return (_tokens_not_null(db) or _unshipped(db) or _reproductions_unkeyed(db) or _unslotted(db)
+            or _no_thresholds(db))

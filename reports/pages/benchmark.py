@@ -87,6 +87,8 @@ def meta(b: BenchmarkComparison) -> dict[str, Any]:
         "description": description,
         "source": source,
         "license": info.license if info is not None else "",
+        # the grade a plain measure name (nDCG@10, R@k) counts as relevant here; None: not recorded
+        "relevance_threshold": info.relevance_threshold if info is not None else None,
         "stats": stats,
         "protocols": protocol_variants(s.name),
     }
