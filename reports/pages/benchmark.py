@@ -386,7 +386,7 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
     return {"name": name, "slug": slug, "task": task, "local": False, "slice": None, "full": "", "fallback": False,
             "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
-            "stats": [], "protocols": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
+            "relevance_threshold": None, "stats": [], "protocols": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
                                    "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None}, "yardsticks": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
 
