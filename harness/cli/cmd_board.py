@@ -163,8 +163,8 @@ def audit(
             fail("--project does not combine with --by or --view")
         with open_store(home) as store:
             benchmark = stored_benchmark_name(benchmark) if benchmark else None
-            _, records, infos, _ = audit_mod.select_from_store(store, retriever=retriever, benchmark=benchmark,
-                                                               since=cutoff)
+            _, records, infos = audit_mod.select_from_store(store, retriever=retriever, benchmark=benchmark,
+                                                            since=cutoff)
         _audit_projection(audit_mod, records, infos, project, fmt, prices, data_dir,
                           audit_mod.scope_text(retriever, benchmark, cutoff))
         return

@@ -707,12 +707,11 @@ def scope_text(retriever: str | None, benchmark: str | None, since: _dt.datetime
 
 def select_from_store(store: Any, *, retriever: str | None = None, benchmark: str | None = None,
                       since: _dt.datetime | None = None) -> tuple[list[ResultRecord], list[ResultRecord],
-                                                                  list[BenchmarkInfo], Costs]:
-    """The stored results a selection names, the selected ones (``since``), the store's benchmark
-    records and the costs of every stored result (those without recorded reuse derive from the
-    others)."""
+                                                                  list[BenchmarkInfo]]:
+    """The stored results a selection names, the selected ones (``since``) and the store's
+    benchmark records."""
     stored = store.results(benchmark=benchmark, retriever=retriever)
-    return stored, select(stored, since), store.benchmarks(), Costs(store.results())
+    return stored, select(stored, since), store.benchmarks()
 
 
 def audit_store(store: Any, home: Path, *, by: str | None = None, retriever: str | None = None,
@@ -726,7 +725,8 @@ def audit_store(store: Any, home: Path, *, by: str | None = None, retriever: str
         raise ValueError("--view must be full or paper")
     if view == "paper" and by == "model":
         raise ValueError("--view paper aggregates per method: it does not combine with --by model")
-    stored, records, infos, costs = select_from_store(store, retriever=retriever, benchmark=benchmark, since=since)
+    stored, records, infos = select_from_store(store, retriever=retriever, benchmark=benchmark, since=since)
+    costs = Costs(store.results())  # every stored result: those without recorded reuse derive from the others
     unfinished = unfinished_runs(home, stored, benchmark=benchmark, retriever=retriever, since=since)
     grouped = group(records + unfinished, by or "pair", costs)
     out = StoreAudit(records, infos, grouped, grouped.rows, scope_text(retriever, benchmark, since))
