@@ -53,6 +53,7 @@ from ..models.embedding_cache import EmbeddingCache
 from ..models.onnx import DEFAULT_BACKEND
 from ..models.pool import EncoderPool, load_encoder
 from ..core.errors import UserError
+from ..core.files import exclusive_lock
 from ..models.llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
 from ..core.protocols import Progress
 from ..core.registry import RetrieverSpec, looks_like_path, make_spec, retriever_info, stored_benchmark_name
@@ -322,12 +323,9 @@ def _worker_runner(settings: Settings, keeper: Any) -> Runner:
 def _one_encoder_per_entry(pool: EncoderPool) -> None:
     """Make ``pool.encode`` hold an exclusive lock on ``<cache>/<model>/.<key>.lock`` while it looks up
     and computes an entry, so two jobs that need the same embeddings at once (two retrievers over one
-    corpus, on two nodes) encode them once: the second waits and reads the first one's file. POSIX
-    ``flock``; where it is missing the jobs encode side by side, as before."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        return
+    corpus, on two nodes) encode them once: the second waits and reads the first one's file
+    (:func:`harness.core.files.exclusive_lock`: POSIX ``flock``; where it is missing the jobs encode
+    side by side, as before)."""
     if pool.cache is None:
         return
     inner, cache = pool.encode, pool.cache
@@ -339,12 +337,8 @@ def _one_encoder_per_entry(pool: EncoderPool) -> None:
                                      backend=kw.get("backend", DEFAULT_BACKEND))
         lock = cache.root / folder / f".{key}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                return inner(name, texts, **kw)
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        with exclusive_lock(lock):
+            return inner(name, texts, **kw)
 
     pool.encode = encode  # type: ignore[method-assign]
 
