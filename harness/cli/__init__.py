@@ -2,7 +2,7 @@
 
 The composition root: the only part of ``harness`` that imports ``reports`` (in
 :mod:`harness.cli.cmd_board`). Each verb group is a module (``cmd_run``: run, submit, train;
-``cmd_tune``: tune, sweep; ``cmd_results``: export, import, verify, breakdown; ``cmd_board``:
+``cmd_tune``: tune, sweep; ``cmd_evaluate``: evaluate, pool; ``cmd_results``: export, import, verify, breakdown; ``cmd_board``:
 leaderboard, audit; ``cmd_data``; ``cmd_llm``; ``cmd_reference``: reference, reproduce;
 ``cmd_list``); what they share is in :mod:`harness.cli.console` and :mod:`harness.cli.options`.
 
@@ -32,7 +32,7 @@ from typer.core import TyperGroup
 from .. import __version__
 from ..core.errors import UserError
 from ..core.registry import command_apps
-from . import cmd_board, cmd_data, cmd_list, cmd_llm, cmd_reference, cmd_results, cmd_run, cmd_tune
+from . import cmd_board, cmd_data, cmd_evaluate, cmd_list, cmd_llm, cmd_reference, cmd_results, cmd_run, cmd_tune
 from .console import (CommandError, LineProgress, RichProgress, console, fail, home_dir, open_store, out,  # noqa: F401
                      progress_for)
 from .options import TYPER_SETTINGS
@@ -134,6 +134,7 @@ def user_frames(tb: Any) -> list[traceback.FrameSummary]:
 # The verbs, in the order `beyondsim --help` lists them.
 app.command()(cmd_run.run)
 app.command()(cmd_run.submit)
+app.command()(cmd_evaluate.evaluate)
 app.command()(cmd_board.leaderboard)
 app.command()(cmd_board.audit)
 app.command()(cmd_tune.tune)
@@ -156,6 +157,7 @@ app.add_typer(cmd_list.list_app, name="list")
 app.add_typer(cmd_data.data_app, name="data")
 app.add_typer(cmd_llm.llm_app, name="llm")
 app.add_typer(cmd_reference.reference_app, name="reference")
+app.add_typer(cmd_evaluate.pool_app, name="pool")
 
 
 def _failed_command(error: str) -> Callable[[], None]:

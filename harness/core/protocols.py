@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, ru
 
 from .progress import NullProgress, Progress  # in a module of their own, so the encoder pool needs nothing here
 from .errors import UserError
-from .types import Benchmark, Corpus, Query, Run
+from .types import Benchmark, Candidate, Corpus, Query, Run
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.pool import EncoderPool
@@ -65,6 +65,21 @@ class Retriever(Protocol):
     def index(self, corpus: Corpus, ctx: RunContext) -> None: ...
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run | Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A second stage: reorders each query's candidates from a frozen pool (``beyondsim run NAME
+    --pool bm25@100``; docs/design/pools.md). ``candidates[qid]`` lists the query's pool documents
+    in first-stage order as :class:`~harness.types.Candidate` ``(doc, score)`` pairs; ``rerank``
+    returns a ranking of those documents only (a Run or a mapping, as ``search`` does), at most the
+    run's depth. A reranker that also defines ``index(corpus, ctx)`` is given the whole corpus first
+    (corpus-wide statistics, embeddings it caches); one that needs only the candidates' texts need
+    not define it. A class may be both a retriever and a reranker (``coder-seq``: its own first
+    stage with ``search``, a given pool with ``rerank``)."""
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run | Mapping[str, Any]: ...
 
 
 # Optional members, each a named protocol the runner checks with ``isinstance`` (none is required).
@@ -168,6 +183,26 @@ def _arity_problem(cls: type, name: str, params: tuple[str, ...]) -> str | None:
 
 class ProtocolError(UserError, TypeError):
     """A retriever class that does not implement the protocol."""
+
+
+def missing_reranker_members(cls: type) -> list[str]:
+    """What keeps ``cls`` from being run on a pool, one line each: ``rerank(queries, candidates,
+    ctx)`` absent or not callable with those arguments, ``index(corpus, ctx)`` present but not
+    callable with its arguments."""
+    problems = []
+    for name, params, required in (("rerank", ("queries", "candidates", "ctx"), True), ("index", ("corpus", "ctx"), False)):
+        call = f"{name}({', '.join(params)})"
+        if not hasattr(cls, name):
+            if required:
+                problems.append(f"{call}: not defined (a reranker reorders a pool's candidates)")
+            continue
+        if not callable(getattr(cls, name)):
+            problems.append(f"{call}: {type(getattr(cls, name)).__name__} attribute, not a method")
+            continue
+        arity = _arity_problem(cls, name, params)
+        if arity:
+            problems.append(arity)
+    return problems
 
 
 def missing_protocol_members(cls: type) -> list[str]:

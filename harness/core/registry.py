@@ -42,6 +42,10 @@ REFERENCE_GROUP = "beyondsim.reference"  # {"plan", "bundle", "expected"} paths 
 FOLDER_LOADER = "folder"  # benchmark entry point that loads a BEIR-format folder given by path
 
 _retrievers: dict[str, type] = {}
+# the names of results the harness makes itself, which no retriever may take: a candidate pool's
+# reference rows (harness/run/pools.py) and a stored run file (harness/run/scoring.py)
+POOL_REFERENCE_NAMES = frozenset({"pool-order", "pool-shuffled", "pool-oracle"})
+RESERVED_NAMES = POOL_REFERENCE_NAMES | {"run-file"}
 
 
 class RegistryError(UserError, LookupError):
@@ -131,6 +135,9 @@ def register(name: str, params: type | None = None, *, description: str = "", fa
     the paper's fields (:class:`harness.core.citation.Citation`), written as BibTeX wherever the method is
     shown."""
 
+    if name in RESERVED_NAMES:
+        raise RegistryError(f"retriever name {name!r} is reserved: it names results the harness makes itself")
+
     def deco(cls: type) -> type:
         p = params or getattr(cls, "Params", None) or NoParams
         if not dataclasses.is_dataclass(p):
@@ -199,6 +206,9 @@ def retriever_names() -> list[str]:
 
 def get_retriever_class(name: str) -> type:
     """Resolve a retriever by registered name, entry point name, or explicit ``module:Class``."""
+    if name in RESERVED_NAMES:
+        raise RegistryError(f"{name!r} names results the harness makes itself (a candidate pool's reference rows, a "
+                            "stored run file); it is not a retriever to run")
     if name in _retrievers:
         return _retrievers[name]
     eps = _entry_points(RETRIEVER_GROUP)
@@ -287,13 +297,35 @@ class RetrieverSpec:
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
+    # the frozen candidate pool it reranks (docs/design/pools.md): the pool's content hash, part of
+    # the spec hash, so one reranker on two pools is two configurations; "" for a first stage
+    pool: str = ""
+    pool_name: str = ""  # how the pool was named ("<first stage>@<depth>" or a file's name), for labels
 
     @property
     def display(self) -> str:
-        return self.label or self.name
+        if self.label:
+            return self.label
+        return f"{self.name} [{self.pool_name or self.pool}]" if self.pool else self.name
+
+    def as_dict(self) -> dict[str, Any]:
+        """The spec as a result stores it: ``{"retriever", "params"}`` and, on a pool, ``"pool"``."""
+        out: dict[str, Any] = {"retriever": self.name, "params": dict(self.params)}
+        if self.pool:
+            out["pool"] = self.pool
+        return out
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], label: str = "", pool_name: str = "") -> "RetrieverSpec":
+        """The spec a result stores (:meth:`as_dict`), as a spec again."""
+        return cls(str(spec["retriever"]), dict(spec.get("params") or {}), label, str(spec.get("pool") or ""), pool_name)
+
+    def on_pool(self, pool_hash: str, pool_name: str) -> "RetrieverSpec":
+        """This configuration reranking the pool ``pool_hash``."""
+        return dataclasses.replace(self, pool=pool_hash, pool_name=pool_name)
 
     def canonical(self) -> str:
-        return json.dumps({"retriever": self.name, "params": dict(self.params)}, sort_keys=True, default=str)
+        return json.dumps(self.as_dict(), sort_keys=True, default=str)
 
     @property
     def hash(self) -> str:
@@ -377,6 +409,42 @@ def parse_key_values(items: Iterable[str] | None, *, strip_values: bool) -> dict
             raise ParamError(f"bad --param {item!r}; use KEY=VALUE")
         out[k.strip()] = v.strip() if strip_values else v
     return out
+
+
+def parse_spec_text(text: str | Mapping[str, Any], what: str = "spec") -> RetrieverSpec:
+    """The retriever spec a one-string form names: ``NAME`` (its default parameters), ``NAME:KEY=VALUE,…``
+    (values read as on the command line; one holding a comma needs the JSON form) or JSON
+    ``{"retriever": NAME, "params": {…}}`` (or that table itself). Names are resolved and
+    parameters checked with :func:`make_spec`; a form that names no spec is a :class:`ParamError`
+    naming ``what``."""
+    if isinstance(text, Mapping):
+        obj: Any = dict(text)
+    elif isinstance(text, str) and text.strip().startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ParamError(f"{what} {text!r} is not valid JSON: {e}") from None
+    elif isinstance(text, str):
+        s = text.strip()
+        eq = s.find("=")
+        colon = s.rfind(":", 0, eq) if eq >= 0 else -1
+        if eq >= 0 and colon < 0:
+            raise ParamError(f"{what} {text!r}: expected NAME or NAME:KEY=VALUE,KEY=VALUE")
+        name, given = (s[:colon], s[colon + 1:]) if colon >= 0 else (s, "")
+        params: dict[str, str] = {}
+        for item in filter(None, (x.strip() for x in given.split(","))):
+            k, sep, v = item.partition("=")
+            if not sep or not k.strip():
+                raise ParamError(f"{what} {text!r}: {item!r} is not KEY=VALUE (a value holding a comma needs the "
+                                 "JSON form)")
+            params[k.strip()] = v.strip()
+        obj = {"retriever": name.strip(), "params": params}
+    else:
+        raise ParamError(f"{what} must be a retriever spec string, not {type(text).__name__}")
+    if not isinstance(obj, dict) or not isinstance(obj.get("retriever"), str) or not obj["retriever"] \
+            or not isinstance(obj.get("params", {}), dict) or set(obj) - {"retriever", "params"}:
+        raise ParamError(f"{what} {text!r}: expected {{\"retriever\": NAME, \"params\": {{…}}}}")
+    return make_spec(obj["retriever"], obj.get("params", {}))
 
 
 def build_params(pcls: type, given: Mapping[str, Any], owner: str, prefix: str) -> Any:

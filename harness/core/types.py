@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from .errors import UserError
 
@@ -56,6 +56,19 @@ class Query:
     id: str
     text: str
     meta: Mapping[str, object] = field(default_factory=dict)
+
+
+class Candidate(NamedTuple):
+    """One document of a query's candidate pool, as a reranker receives it: the document (id, title,
+    text) and its first-stage score. Pools list each query's candidates in first-stage order
+    (docs/design/pools.md)."""
+
+    doc: Document
+    score: float
+
+    @property
+    def id(self) -> str:
+        return self.doc.id
 
 
 class Corpus:
@@ -326,10 +339,19 @@ class Run(dict):
         return Run({q: list(r[:k]) for q, r in self.items()})
 
     def to_trec(self, path: str | Path, tag: str = "beyondsim") -> None:
+        """Write the run as a TREC file whose order every trec_eval reads as the list order: each
+        score is written exactly (the shortest text that reads back as the same float), and a score
+        equal to the one above it is written one float step below it, since trec_eval breaks ties
+        by document id, not by the list (docs/design/runfiles.md)."""
         with open(path, "w", encoding="utf-8") as f:
             for qid, ranking in self.items():
+                prev = math.inf
                 for rank, (doc_id, score) in enumerate(ranking, 1):
-                    f.write(f"{qid} Q0 {doc_id} {rank} {float(score):.8g} {tag}\n")
+                    s = float(score)
+                    if s >= prev:
+                        s = math.nextafter(prev, -math.inf)
+                    prev = s
+                    f.write(f"{qid} Q0 {doc_id} {rank} {s!r} {tag}\n")
 
     @classmethod
     def from_trec(cls, path: str | Path) -> "Run":

@@ -33,14 +33,16 @@ from ..core.ledger import RESULT_RUN_KEY, Ledger, PhaseTime, RunTag
 from ..models.llm import BudgetExceeded, LLMClient, LLMSettings
 from ..measures import TASK_DEFAULTS, MeasureError, evaluate, pair_documents, parse_measure
 from ..core.protocols import (Analysable, DeclaresTrainingData, HasResultExtra, NullProgress, Preparable, Progress,
-                              ProtocolError, RunContext, Scorer, Trainable, missing_protocol_members)
+                              ProtocolError, RunContext, Scorer, Trainable, missing_protocol_members,
+                              missing_reranker_members)
 from ..store.provenance import environment, provenance
 from ..core.registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
-                             retriever_info)
+                             parse_spec_text, retriever_info)
 from ..measures.stats import BOOTSTRAP_RESAMPLES, bootstrap_cis
 from ..store.results import (CONTENT_DEPTH, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store,
                              result_key)
-from ..core.types import Benchmark, Query, Run, as_run, slice_name
+from ..core.types import Benchmark, Candidate, Query, Run, as_run, slice_name
+from . import pools as pooling
 
 DEFAULT_K = 100
 
@@ -57,6 +59,11 @@ class Settings:
     bootstrap: int = BOOTSTRAP_RESAMPLES
     llm: LLMSettings | None = None  # None: defaults (the embedded server, no budget)
     max_queries: int | None = None  # score only the first N judged queries (a named slice)
+    # the frozen candidate pool every retriever of the run reranks (docs/design/pools.md): a name
+    # "<first stage>@<depth>" or a pool file; None: the retrievers are first stages
+    pool: str | None = None
+    # the content hashes the reference plan pins for named pools: {pool name: {benchmark: hash}}
+    pinned_pools: Mapping[str, Mapping[str, str]] | None = None
 
 
 @dataclass
@@ -151,14 +158,33 @@ def measures_for(bench: Benchmark, extra: Iterable[str] = ()) -> list[str]:
     return names
 
 
-def check_protocols(specs: Sequence[RetrieverSpec], classes: Sequence[type] | None = None) -> None:
+def check_protocols(specs: Sequence[RetrieverSpec], classes: Sequence[type] | None = None, *,
+                    rerankers: bool = False) -> None:
     """Every spec's class (``classes``, when looked up already) implements the retriever protocol
-    (checked before any work); else a TypeError naming the class and what it lacks."""
+    (``rerankers``: the reranker protocol, to run on a pool), checked before any work; else a
+    TypeError naming the class and what it lacks."""
     for spec, cls in zip(specs, classes or [get_retriever_class(s.name) for s in specs]):
-        missing = missing_protocol_members(cls)
+        missing = missing_reranker_members(cls) if rerankers else missing_protocol_members(cls)
         if missing:
+            what = "Reranker protocol (it runs on a pool)" if rerankers else "Retriever protocol"
             raise ProtocolError(f"retriever {spec.name!r} ({cls.__module__}:{cls.__qualname__}) does not "
-                            f"implement the Retriever protocol; missing: {', '.join(missing)}")
+                            f"implement the {what}; missing: {', '.join(missing)}")
+
+
+def save_content(store: Store, bench: Benchmark, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> None:
+    """What the reports' per-query drill-down shows: the benchmark's judged queries and judgments
+    (once per version) and the documents of a result's top :data:`CONTENT_DEPTH`. Content an import
+    brought for a benchmark that was not here is replaced by the benchmark's own (the documents it
+    held rewritten from the corpus here)."""
+    ids = {d for r in rankings.values() for d, _ in r[:CONTENT_DEPTH]}
+    with store.transaction():
+        imported = set(store.get_meta(IMPORTED_CONTENT, []))
+        if bench.version in imported:
+            ids |= set(store.forget_benchmark_content(bench.version))
+            store.set_meta(IMPORTED_CONTENT, sorted(imported - {bench.version}))
+        store.save_benchmark_content(bench.name, bench.version, bench.eval_queries,
+                                     bench.judgments.relevance, bench.judgments.violating)
+        store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
 
 
 class Runner:
@@ -176,6 +202,7 @@ class Runner:
         self.environment = environment(self.device)  # the same for every result of this run
         self._llm: LLMClient | None = None
         self.budget_stop: str | None = None  # why the run stopped early, when the LLM budget did it
+        self._pools: dict[str, pooling.Pool] = {}  # by hash: the pools of this run
         self._resolved: dict[str, Resolved] = {}  # spec hash -> its class, looked up once
         self.settled = Settled({})  # the current (or last) run's outcomes, and whether the budget stopped it
 
@@ -252,11 +279,81 @@ class Runner:
         function of the params object when only some settings call one)."""
         return self.resolve(spec).uses_llm
 
-    def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int) -> str:
+    def key(self, spec: RetrieverSpec, bench: Benchmark, seed: int, k: int | None = None) -> str:
         """The result key; an LLM retriever's includes the model, so the same method run with another
-        LLM is another result."""
+        LLM is another result (a reranker's spec hash covers its pool)."""
         spec_part = f"{spec.hash}|llm={self.llm.model}" if self.uses_llm(spec) else spec.hash
-        return result_key(spec_part, bench.version, seed, self.s.k, HARNESS_VERSION)
+        return result_key(spec_part, bench.version, seed, self.s.k if k is None else k, HARNESS_VERSION)
+
+    # -- candidate pools (docs/design/pools.md) --
+
+    def pool_for(self, bench: Benchmark, given: str) -> pooling.Pool:
+        """The pool ``given`` names on ``bench``: a pool file (checked against the benchmark), or
+        ``<first stage>@<depth>``, the first stage's top ``depth`` here (its result at that depth from
+        the store, else computed and stored). Kept in the store with its three reference rows; a
+        named pool whose hash is not the one the reference plan pins is said so."""
+        named = pooling.parse_pool_name(given)
+        if named is None:
+            pool = pooling.read_pool(given, bench)
+        else:
+            text, depth = named
+            first = parse_spec_text(text, "pool first stage")
+            if first.name in pooling.REFERENCE_RETRIEVERS:
+                raise pooling.PoolError(f"pool {given!r}: a pool's first stage is a retriever")
+            check_protocols([first], [self.resolve(first).cls])
+            key = self.key(first, bench, 0, depth)
+            stored = self.store.get(key)
+            if stored is None or self.s.force:
+                self.log(f"pool {given} on {bench.name}: running its first stage {first.display} to depth {depth}")
+                rec = self.run_one(first, bench, 0, self._benchmarks.get(bench.name, (bench, 0.0))[1], k=depth)
+                self.store.save(rec, replace=self.s.force)
+                self.save_content(bench, rec.rankings)
+                rankings: Mapping[str, Sequence[tuple[str, float]]] = rec.rankings
+            else:
+                rankings = self.store.rankings(stored.id)
+            pool = pooling.build_pool(bench, rankings, first, depth, given)
+        pinned = ((self.s.pinned_pools or {}).get(pool.name) or {}).get(bench.name)
+        if pinned and pinned != pool.hash:
+            self.log(f"warning: pool {pool.name} on {bench.name} is {pool.hash} here; the reference plan pins "
+                     f"{pinned}: its rerankers are not on the reference pool (another first-stage build or CPU)")
+        name = pool.name  # a file's manifest names the pool; its figures are computed here, never read
+        pool.manifest = pooling.describe(pool, bench, measures_for(bench))
+        assert pool.manifest["name"] == name
+        self.store.save_pool(pool.manifest, pool.rankings)
+        self._pools[pool.hash] = pool
+        self.save_pool_references(pool, bench)
+        return pool
+
+    def pool_of(self, pool_hash: str, bench: Benchmark) -> pooling.Pool:
+        """A pool of this run by hash (or from the store, where a worker finds the pools its head made)."""
+        if pool_hash not in self._pools:
+            got = self.store.pool(pool_hash)
+            if got is None:
+                raise pooling.PoolError(f"pool {pool_hash} is not in the results store {self.store.path}")
+            manifest, rankings = got
+            self._pools[pool_hash] = pooling.Pool(manifest["name"], manifest["benchmark"], manifest["benchmark_version"],
+                                                  int(manifest["depth"]), dict(manifest["first_stage"]),
+                                                  manifest["first_stage_label"], rankings, manifest)
+        pool = self._pools[pool_hash]
+        if pool.benchmark_version != bench.version:
+            raise pooling.PoolError(f"pool {pool.name} ({pool_hash}) is a pool of {pool.benchmark} version "
+                                    f"{pool.benchmark_version}, not of {bench.name} version {bench.version}")
+        return pool
+
+    def save_pool_references(self, pool: pooling.Pool, bench: Benchmark) -> None:
+        """The pool's three reference rows (order, shuffled, oracle; seed 0) into the store, each
+        computed from the pool and the benchmark unless stored."""
+        for kind in pooling.REFERENCES:
+            spec = pooling.reference_record_spec(pool, kind)
+            key = result_key(spec.hash, bench.version, 0, pool.depth, HARNESS_VERSION)
+            if self.store.has(key) and not self.s.force:
+                continue
+            ledger = Ledger()
+            run = pooling.reference_run(pool, bench, kind, seed=0)
+            rec = self.record(key, spec, bench, 0, run, ledger, k=pool.depth, pool=pool,
+                              extra={pooling.REFERENCE_KEY: kind})
+            self.store.save(rec, replace=self.s.force)
+            self.save_content(bench, rec.rankings)
 
     # -- the run loop --
 
@@ -264,7 +361,7 @@ class Runner:
         """Every spec on every benchmark with every seed, in that order: a stored result is skipped
         (unless ``force``), every other is computed (:meth:`execute`) and settled as it comes
         (:meth:`settle`). An LLM budget that runs out stops the run (``budget_stop`` says why)."""
-        check_protocols(specs, [self.resolve(s).cls for s in specs])
+        check_protocols(specs, [self.resolve(s).cls for s in specs], rerankers=bool(self.s.pool))
         self.settled = settled = Settled({})
 
         def to_compute() -> Iterator[Job]:
@@ -289,7 +386,10 @@ class Runner:
         for bname in benchmarks:
             bench, load_s = self.load_benchmark(bname)
             measures_for(bench, self.s.extra_measures)  # a measure it cannot support stops the run here
+            pool = self.pool_for(bench, self.s.pool) if self.s.pool else None
             for spec in specs:
+                if pool is not None:
+                    spec = spec.on_pool(pool.hash, pool.name)
                 for seed in seeds:
                     yield Job(next(index), spec, bench, seed, rounds[seed], self.key(spec, bench, seed), bname, load_s)
 
@@ -327,19 +427,8 @@ class Runner:
         return job.outcome("done", computed)
 
     def save_content(self, bench: Benchmark, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> None:
-        """What the reports' per-query drill-down shows: the benchmark's judged queries and
-        judgments (once per version) and the documents of this result's top :data:`CONTENT_DEPTH`.
-        Content an import brought for a benchmark that was not here is replaced by the benchmark's
-        own (the documents it held rewritten from the corpus here)."""
-        ids = {d for r in rankings.values() for d, _ in r[:CONTENT_DEPTH]}
-        with self.store.transaction():
-            imported = set(self.store.get_meta(IMPORTED_CONTENT, []))
-            if bench.version in imported:
-                ids |= set(self.store.forget_benchmark_content(bench.version))
-                self.store.set_meta(IMPORTED_CONTENT, sorted(imported - {bench.version}))
-            self.store.save_benchmark_content(bench.name, bench.version, bench.eval_queries,
-                                              bench.judgments.relevance, bench.judgments.violating)
-            self.store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
+        """:func:`save_content` into this run's store."""
+        save_content(self.store, bench, rankings)
 
     @staticmethod
     def pair_scores(retriever: Any, bench: Benchmark, queries: Sequence[Query], run: Run,
@@ -356,10 +445,38 @@ class Runner:
             if short else Run()
         return {q.id: {d: s for d, s in full.get(q.id, ()) if d in wanted[q.id]} for q in short}
 
+    def evaluate(self, run: Run, bench: Benchmark, seed: int, ledger: Ledger,
+                 pair_scores: Mapping[str, Mapping[str, float]] | None = None) -> tuple[Any, dict[str, MeasureValue]]:
+        """``run`` scored on ``bench`` with this run's measures, timed as the "evaluate" phase: the
+        evaluation and each measure's mean with its bootstrap interval."""
+        measures = measures_for(bench, self.s.extra_measures)
+        queries = bench.eval_queries
+        with ledger.phase("evaluate", items=len(queries)):
+            ev = evaluate(run, bench.judgments, measures, relevance_threshold=bench.relevance_threshold,
+                          pairs=bench.pairs, query_ids=[q.id for q in queries], pair_scores=pair_scores)
+            cis = (bootstrap_cis({m: list(ev.per_query.get(m, {}).values()) for m in measures},
+                                 n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0 else {})
+            mvals = {m: MeasureValue(ev.means[m], ev.counts[m], *cis.get(m, (None, None))) for m in measures}
+        return ev, mvals
+
+    def record(self, key: str, spec: RetrieverSpec, bench: Benchmark, seed: int, run: Run, ledger: Ledger, *,
+               k: int, pool: "pooling.Pool | None" = None, extra: Mapping[str, Any] | None = None) -> ResultRecord:
+        """A result the harness computes without a retriever (a pool's reference rows): ``run``
+        scored on ``bench``, with the phases of ``ledger``."""
+        ev, mvals = self.evaluate(run, bench, seed, ledger)
+        return ResultRecord(
+            key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash, spec=spec.as_dict(),
+            benchmark=bench.name, benchmark_version=bench.version, seed=seed, k=k, harness_version=HARNESS_VERSION,
+            n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
+            **ledger.to_dict(), rankings=dict(run), environment=self.environment, provenance={},
+            extra={**({pooling.POOL_KEY: pool.ref()} if pool is not None else {}), **(extra or {})})
+
     def run_one(self, spec: RetrieverSpec, bench: Benchmark, seed: int, load_s: float = 0.0,
-                analyse: bool = True) -> ResultRecord:
+                analyse: bool = True, k: int | None = None) -> ResultRecord:
         seed_everything(seed)
-        key = self.key(spec, bench, seed)
+        k = self.s.k if k is None else k
+        key = self.key(spec, bench, seed, k)
+        pool = self.pool_of(spec.pool, bench) if spec.pool else None
         # the tag goes into the journal with each billed LLM call, and its id into the stored result
         tag = RunTag.new(result_key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
                          benchmark=bench.name, seed=seed)
@@ -392,11 +509,20 @@ class Runner:
             with ledger.phase("fit", items=len(train.eval_queries)):
                 retriever.fit(train, ctx)
         self.log(f"run {spec.display} on {bench.name} (seed {seed}): {len(bench.corpus):,} documents, "
-                 f"{len(queries):,} queries")
-        with ledger.phase("index", items=len(bench.corpus)):
-            retriever.index(bench.corpus, ctx)
-        with ledger.phase("search", items=len(queries)):
-            run = as_run(retriever.search(queries, self.s.k, ctx), f"retriever {spec.display!r}: search")
+                 f"{len(queries):,} queries" + (f", reranking pool {pool.name} ({pool.hash})" if pool else ""))
+        if pool is None or hasattr(retriever, "index"):
+            with ledger.phase("index", items=len(bench.corpus)):
+                retriever.index(bench.corpus, ctx)
+        if pool is None:
+            with ledger.phase("search", items=len(queries)):
+                run = as_run(retriever.search(queries, k, ctx), f"retriever {spec.display!r}: search")
+        else:
+            corpus = bench.corpus
+            candidates = {q.id: [Candidate(corpus.get(d), s) for d, s in pool.rankings.get(q.id, ())] for q in queries}
+            with ledger.phase("search", items=len(queries)):
+                run = as_run(retriever.rerank(queries, candidates, ctx), f"retriever {spec.display!r}: rerank")
+            pooling.check_reordering(run, pool, f"retriever {spec.display!r}: rerank")
+            run = run.truncate(k)
         run.validate(bench.corpus)
         empty = sum(1 for q in queries if not run.get(q.id))
         if empty > EMPTY_RANKINGS_TOLERATED * len(queries):
@@ -405,15 +531,12 @@ class Runner:
                      "and looks perfect on violation measures")
         measures = measures_for(bench, self.s.extra_measures)
         pair_scores = None
-        if bench.pairs and "PairAcc" in measures:
+        # on a pool, PairAcc reads the ranking only: scoring a pair document the pool left out would
+        # read beyond the candidates
+        if bench.pairs and "PairAcc" in measures and pool is None:
             with ledger.phase("search"):
                 pair_scores = self.pair_scores(retriever, bench, queries, run, ctx)
-        with ledger.phase("evaluate", items=len(queries)):
-            ev = evaluate(run, bench.judgments, measures, relevance_threshold=bench.relevance_threshold,
-                          pairs=bench.pairs, query_ids=[q.id for q in queries], pair_scores=pair_scores)
-            cis = (bootstrap_cis({m: list(ev.per_query.get(m, {}).values()) for m in measures},
-                                 n_resamples=self.s.bootstrap, seed=seed) if self.s.bootstrap > 0 else {})
-            mvals = {m: MeasureValue(ev.means[m], ev.counts[m], *cis.get(m, (None, None))) for m in measures}
+        ev, mvals = self.evaluate(run, bench, seed, ledger, pair_scores)
         extra: dict[str, Any] = {}
         if isinstance(retriever, HasResultExtra):
             extra["retriever"] = retriever.result_extra()
@@ -424,8 +547,8 @@ class Runner:
             extra[FACTS_KEY] = facts
         return ResultRecord(
             key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
-            spec={"retriever": spec.name, "params": dict(spec.params)}, benchmark=bench.name,
-            benchmark_version=bench.version, seed=seed, k=self.s.k, harness_version=HARNESS_VERSION,
+            spec=spec.as_dict(), benchmark=bench.name,
+            benchmark_version=bench.version, seed=seed, k=k, harness_version=HARNESS_VERSION,
             n_queries=ev.n_queries, n_missing=ev.n_missing, measures=mvals, per_query=ev.per_query,
             **ledger.to_dict(),
             rankings=dict(run),
@@ -435,5 +558,6 @@ class Runner:
                    **({"empty_rankings": empty} if empty else {}),
                    **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}),
                    **({} if training is None else {"training": training[0] if len(training) == 1 else training}),
+                   **({pooling.POOL_KEY: pool.ref()} if pool is not None else {}),
                    **extra},
         )

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, TextIO, Union
+from typing import Annotated, Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, TextIO, Union
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter,
                       ValidationError)
@@ -127,6 +127,8 @@ class LLMCallLine(_Line):
 class SpecLine(_Line):
     retriever: RetrieverName
     params: JsonObject
+    pool: Optional[Id] = Field(None, description="the content hash of the candidate pool it reranks "
+                                                 "(docs/design/pools.md); absent for a first stage")
 
 
 class BenchmarkInfoLine(_Line):
@@ -535,9 +537,10 @@ def rekey(it: ImportedLine) -> None:
     from ..core.registry import RetrieverSpec
 
     rec = it.record
-    spec = RetrieverSpec(rec.spec["retriever"], dict(rec.spec["params"]))
+    spec = RetrieverSpec.of(rec.spec)
     llm = rec.extra.get("llm")
     model = llm.get("model") if isinstance(llm, Mapping) else None
+    rec.spec = spec.as_dict()
     rec.retriever, rec.spec_hash = spec.name, spec.hash
     rec.key = result_key(f"{spec.hash}|llm={model}" if model else spec.hash, rec.benchmark_version, rec.seed, rec.k,
                          rec.harness_version)

@@ -665,6 +665,34 @@ class Store:
             q += (" AND" if shipped else " WHERE") + f" run_id = (SELECT MAX(run_id) FROM reproductions{where})"
         return [dict(r) for r in self._conn.execute(q + " ORDER BY run_id, retriever, benchmark, measure")]
 
+    # -- frozen candidate pools (harness/run/pools.py) ---------------------------------------------
+
+    def save_pool(self, manifest: Mapping[str, Any], rankings: Mapping[str, Iterable[tuple[str, float]]]) -> bool:
+        """Keep a pool (its manifest and its rankings) under its hash, once; whether it was new."""
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM pools WHERE hash=?", (manifest["hash"],)).fetchone():
+                return False
+            db.execute("INSERT INTO pools VALUES (?,?,?,?,?,?)",
+                       (manifest["hash"], manifest.get("name", ""), manifest["benchmark"],
+                        manifest["benchmark_version"], _json(dict(manifest), f"pool {manifest['hash']}"),
+                        json.dumps({q: [[d, s] for d, s in r] for q, r in rankings.items()})))
+        return True
+
+    def pool(self, pool_hash: str) -> tuple[dict[str, Any], dict[str, list[tuple[str, float]]]] | None:
+        """A stored pool's manifest and rankings, or ``None``."""
+        row = self._conn.execute("SELECT manifest_json, rankings_json FROM pools WHERE hash=?", (pool_hash,)).fetchone()
+        if row is None:
+            return None
+        return (json.loads(row["manifest_json"]),
+                {q: [(str(d), float(s)) for d, s in r] for q, r in json.loads(row["rankings_json"]).items()})
+
+    def pools(self, benchmark: str | None = None) -> list[dict[str, Any]]:
+        """The manifests of the stored pools (of one benchmark), by benchmark and name."""
+        q, args = "SELECT manifest_json FROM pools", ()
+        if benchmark is not None:
+            q, args = q + " WHERE benchmark=?", (benchmark,)
+        return [json.loads(r["manifest_json"]) for r in self._conn.execute(q + " ORDER BY benchmark, name, hash", args)]
+
     def set_meta(self, key: str, value: Any) -> None:
         with self.transaction():
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, _json(value, f"meta {key}")))

@@ -136,6 +136,14 @@ CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value_json TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pools (
+  hash TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  benchmark_version TEXT NOT NULL,
+  manifest_json TEXT NOT NULL,
+  rankings_json TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS bench_documents (
   version TEXT NOT NULL,
   docid TEXT NOT NULL,

@@ -18,7 +18,8 @@ result records::
 Three trust levels follow (:func:`trust_of`), shown on every row of the site. They are derived
 here, from what this harness did, never from what a file says:
 
-* ``reproduced``: computed by this harness here (``run``, ``submit``), or an imported result that
+* ``reproduced``: computed by this harness here (``run``, ``submit``; a run file scored here with
+  ``evaluate --store`` is *verified*: its rankings were computed elsewhere), or an imported result that
   verified (below) *and* whose figures a ``beyondsim reproduce`` run of the *shipped* matrix
   recomputed here and matched (:func:`matched_figures`): the latest such run matched every
   reference row of its configuration and benchmark version, and the imported figure of each of
@@ -65,6 +66,15 @@ def origin(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(o) if isinstance(o, Mapping) else None
 
 
+RUN_FILE_KEY = "run_file"  # a result's extra: the run file it was scored from (harness/run/scoring.py)
+
+
+def from_run_file(extra: Mapping[str, Any] | None) -> bool:
+    """Whether a result is a run file scored here (``beyondsim evaluate --store``): its figures were
+    computed here, from rankings computed elsewhere, so it is *verified*, never *reproduced*."""
+    return isinstance((extra or {}).get(RUN_FILE_KEY), Mapping)
+
+
 def is_reference(extra: Mapping[str, Any] | None) -> bool:
     """Whether a result is one of the reference results shipped with the project."""
     o = origin(extra)
@@ -92,7 +102,7 @@ def trust_of(extra: Mapping[str, Any] | None, reproduced: bool = False, headline
     counts only for a result that verified."""
     checked = checked_measures(extra)
     if checked is None:
-        return REPRODUCED
+        return VERIFIED if from_run_file(extra) else REPRODUCED
     if not isinstance(origin(extra).get("verified"), Mapping):  # type: ignore[union-attr]
         return REPORTED
     if any(m not in checked and _family(m) not in DIRECTLY_SCORED for m in headline):
