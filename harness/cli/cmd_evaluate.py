@@ -92,16 +92,14 @@ def _as_pool(pool, benchmark: str, data_dir, online: bool):
 def _stored_pool(name: str, benchmark: str, home: Optional[Path]):
     """The pool called ``name`` of ``benchmark`` in the results store (``pool export`` or a reranker's
     run put it there)."""
-    from ..run.pools import Pool
+    from ..run.pools import pool_from_store
 
     with open_store(home) as st:
         found = [m for m in st.pools() if m.get("name") == name or m.get("hash") == name]
         found = [m for m in found if m.get("benchmark") == benchmark] or found
         if not found:
             fail(f"no pool {name!r} in the results store, and no such file (`beyondsim pool export` writes one)")
-        manifest, rankings = st.pool(found[-1]["hash"])  # type: ignore[misc]
-    return Pool(manifest["name"], manifest["benchmark"], manifest["benchmark_version"], int(manifest["depth"]),
-                dict(manifest["first_stage"]), manifest["first_stage_label"], rankings, manifest)
+        return pool_from_store(st, found[-1]["hash"])
 
 
 def _print_scores(scores, fmt: str, per_query: bool) -> None:

@@ -65,8 +65,15 @@ def build(
     from ..record.bundle import build as build_plan
     from ..record.bundle import job_specs
 
+    from ..record.bundle import pool_jobs
+    from ..core.registry import suites
+
     plan, todo = _jobs(only, data_dir)
     specs = job_specs(todo)
+    root_data = default_data_dir(data_dir)
+    pools = pool_jobs(plan, suites(), lambda b: not missing_on_disk(b, root_data), only)
+    for name, benches in pools:
+        console.print(f"pool {name}: {len(benches)} benchmark(s)", soft_wrap=True)
     for j in todo:
         c = j.config
         what = f"{c.display}: {len(j.benchmarks)} benchmark(s) × seeds {c.seeds}" + (
@@ -77,8 +84,9 @@ def build(
     root = home_dir(home)
     t0 = time.perf_counter()
     with store_at(build_home(root)) as store, progress_for(console) as progress:
-        stopped = build_plan(todo, specs, Settings(home=root, data_dir=data_dir, device=device), store,
-                             progress=progress, log=log_line)
+        stopped = build_plan(todo, specs, Settings(home=root, data_dir=data_dir, device=device,
+                                                   pinned_pools=plan.pins()), store,
+                             progress=progress, log=log_line, pools=pools)
     if stopped:
         fail(f"stopped: {stopped}", 3)
     console.print(f"reference build: {time.perf_counter() - t0:,.0f} s; `beyondsim reference status` shows what is "
@@ -209,12 +217,14 @@ def reproduce(
     (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
-    from ..record.reproduce import FAIL, OK, OKISH, SKIP, choose, notes, reproduce, summarise
+    from ..record.reproduce import FAIL, OK, OKISH, SKIP, check_pools, choose, notes, reproduce, summarise
+    from .cmd_run import reference_pins
 
     chosen = choose(expected, quick=quick, only=list(only or ()))
-    settings = Settings(home=home_dir(home), data_dir=data_dir, device=device)
+    settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, pinned_pools=reference_pins())
     started = time.monotonic()
     with open_store(home) as store, progress_for(console) as progress:
+        pool_checks = check_pools(settings, quick=quick, progress=progress, log=log_line) if chosen.shipped and not only else []
         outcomes = reproduce(chosen.rows, settings, store=store, shipped=chosen.shipped, progress=progress,
                              log=log_line, make_runner=lambda st, sc, pr, lg: make_runner(st, sc, pr, lg, ray))
         saved_to = store.path
@@ -237,7 +247,14 @@ def reproduce(
     out.print(t)
     for line in notes(outcomes):
         out.print(line, soft_wrap=True)
+    if pool_checks:
+        p = Table(title="reference pools (content hash pinned by the plan, recomputed here)", title_justify="left")
+        for c in ("pool", "benchmark", "pinned", "got", "status", "note"):
+            p.add_column(c, overflow="fold")
+        for c in pool_checks:
+            p.add_row(c.name, c.benchmark, c.pinned, c.got or "–", Text(c.status, style=style[c.status]), c.note)
+        out.print(p)
     s = summarise(outcomes)
     out.print(s.line(seconds=time.monotonic() - started, saved_to=saved_to, shipped=chosen.shipped), soft_wrap=True)
-    if s.failed:
+    if s.failed or any(c.status == FAIL for c in pool_checks):
         raise typer.Exit(1)

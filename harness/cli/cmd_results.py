@@ -162,11 +162,28 @@ def import_cmd(
                       highlight=False, soft_wrap=True, markup=False)
 
 
+def _pool_lookup(files: list[Path], export: Optional[Path], home: Optional[Path]):
+    """A pool by hash for ``verify``: the pool files given, the pools file beside the export, the store's."""
+    from ..run.pools import pool_from_store, pools_file, read_pool, read_pool_lines
+
+    given = {p.hash: p for p in (read_pool(f) for f in files)}
+    if export is not None and pools_file(export).is_file():
+        given.update({p.hash: p for p in read_pool_lines(pools_file(export))})
+    store = open_store(home)
+
+    def lookup(h: str):
+        return given.get(h) or pool_from_store(store, h)
+
+    return lookup
+
+
 def verify_cmd(
     path: str = typer.Argument(..., help="A results file written by `beyondsim export` (.jsonl, or .jsonl.gz; - reads "
                                "stdin)."),
     do_import: bool = typer.Option(False, "--import", help="When every result verifies, store them all as verified, "
                                    "in one transaction (nothing is stored when any fails)."),
+    pool: list[Path] = typer.Option(None, "--pool", help="A pool file (`beyondsim pool export`) a reranker's results "
+                                    "reorder (repeatable; the store's pools and the pools file beside PATH are read too)."),
     data_dir: Annotated[Optional[Path], data_dir_option(
         "Where the benchmarks are loaded from to verify against (else BEYONDSIM_DATA, else ../shared/data).")] = None,
     home: HomeOpt = None,
@@ -186,8 +203,8 @@ def verify_cmd(
     n_results = sum(isinstance(it, ImportedLine) for it in items)
     if not n_results:
         fail(f"{source} holds no result line: nothing to verify", 1)
-    report = verify_items(items, default_data_dir(data_dir),
-                          log=log_line)
+    report = verify_items(items, default_data_dir(data_dir), log=log_line,
+                          pools=_pool_lookup(list(pool or ()), Path(path) if path != "-" else None, home))
     t = Table(title=f"verify {source}", title_justify="left")
     for c in ("result", "benchmark", "recomputed", "not recomputable", "status"):
         t.add_column(c, overflow="fold")

@@ -35,6 +35,9 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file: [retrievers.NAME] tables of parameters."),
     measure: list[str] = typer.Option(None, "--measure", "-m", help="Extra measure to compute (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Recompute results that already exist."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Rerank a frozen candidate pool instead of the corpus: "
+                                       "<first stage>@<depth> (e.g. bm25@100: computed here, or taken from the "
+                                       "store) or a pool file written by `beyondsim pool export`."),
     max_queries: MaxQueriesOpt = None,
     data_dir: DataDirOpt = None,
     online: OnlineOpt = False,
@@ -79,7 +82,7 @@ def run(
                                         prices=str(prices) if prices else None)
     settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
                         extra_measures=tuple(measure or ()), llm=llm_settings,
-                        max_queries=max_queries)
+                        max_queries=max_queries, pool=pool, pinned_pools=reference_pins())
     outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list, ray)
     with store:
         if leaderboard_dir is not None:
@@ -142,6 +145,19 @@ def submit(
               highlight=False, soft_wrap=True)
     if budget_stop:
         raise typer.Exit(3)
+
+
+def reference_pins() -> dict[str, dict[str, str]]:
+    """The content hashes the installed reference plan pins for its named pools (none when no plan
+    is installed or it does not read)."""
+    from ..core.registry import RegistryError, reference_files
+    from ..record.matrix import load_plan
+
+    try:
+        plan = reference_files().get("plan")
+        return load_plan(plan).pins() if plan else {}
+    except (RegistryError, UserError, OSError):
+        return {}
 
 
 def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: list[int],

@@ -306,7 +306,7 @@ class RetrieverSpec:
     def display(self) -> str:
         if self.label:
             return self.label
-        return f"{self.name} [{self.pool_name or self.pool}]" if self.pool else self.name
+        return f"{self.name} [{self.pool_name or self.pool}]" if self.pool or self.pool_name else self.name
 
     def as_dict(self) -> dict[str, Any]:
         """The spec as a result stores it: ``{"retriever", "params"}`` and, on a pool, ``"pool"``."""

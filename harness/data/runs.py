@@ -30,12 +30,13 @@ import math
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Container, Iterable, Mapping
+from typing import Any, Container, Iterable, Mapping, Sequence
 
 from ..core.errors import UserError
 from ..core.types import Run
 
 GZIP_MAGIC = b"\x1f\x8b"
+POOL_FORMAT = "beyondsim-pool/1"  # a candidate pool's manifest (harness/run/pools.py)
 MAX_RUN_BYTES = 2 * 1024 ** 3  # a decompressed run file larger than this is refused (a gzip bomb)
 
 
@@ -223,3 +224,13 @@ def _read_json(path: Path, text: str, reader: _Reader) -> None:
                 raise RunFileError(f"{path}: query {_shown(qid)}, entry {i + 1}: docid: {_shown(doc)} is not a string")
             where = f": query {_shown(qid)}, entry {i + 1} (document {_shown(doc)})"
             reader.add(where, qid, doc, _score(str(path), where, score), f"entry {i + 1}")
+
+
+def pool_hash(benchmark_version: str, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> str:
+    """The content hash that names a pool: its benchmark version and each query's ordered ids (a
+    query without candidates is left out, as a TREC file leaves it out)."""
+    h = hashlib.sha256()
+    h.update(f"{POOL_FORMAT}\n{benchmark_version}\n".encode())
+    for q in sorted(q for q, r in rankings.items() if r):
+        h.update(json.dumps([q, [d for d, _ in rankings[q]]], ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()[:16]

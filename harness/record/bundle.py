@@ -90,6 +90,23 @@ def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[
     return out
 
 
+def pool_jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[[str], bool],
+              only: str | None = None) -> list[tuple[str, list[str]]]:
+    """The plan's reference pools as ``(pool name, benchmarks on disk)``, each pool's benchmarks
+    its own list, else its suites' (``only``: the pools whose name matches, or the benchmarks)."""
+    out = []
+    for p in plan.pool:
+        names: list[str] = list(p.benchmarks)
+        for s in ([] if names else p.suites or plan.suites):
+            if s not in suites:
+                raise PlanError(f"pool {p.name!r}: unknown suite {s!r}")
+            names += [b for b in suites[s].get("benchmarks", []) if b not in names]
+        if only and not fnmatch.fnmatch(p.name, only):  # (a configuration's pool is made when it first runs)
+            names = [b for b in names if fnmatch.fnmatch(b, only)]
+        out.append((p.name, [b for b in names if on_disk(b)]))
+    return [(n, bs) for n, bs in out if bs]
+
+
 def job_specs(todo: Sequence[Job]) -> list[RetrieverSpec]:
     """Each job's configuration as a spec (labelled when its label is not its retriever's name);
     one the registry cannot make is a :class:`PlanError`."""
@@ -97,25 +114,37 @@ def job_specs(todo: Sequence[Job]) -> list[RetrieverSpec]:
     for j in todo:
         c = j.config
         try:
-            out.append(make_spec(c.retriever, c.params, label=c.label if c.label != c.retriever else ""))
+            spec = make_spec(c.retriever, c.params, label=c.label if c.label != c.retriever else "")
         except (RegistryError, ValueError) as e:
             raise PlanError(f"reference plan: {e}") from None
+        out.append(dataclasses.replace(spec, pool_name=c.pool) if c.pool else spec)
     return out
 
 
 def build(todo: Sequence[Job], specs: Sequence[RetrieverSpec], settings: Settings, store: Store, *,
-          progress: Progress | None = None, log: Callable[[str], None] = print) -> str:
-    """Run each job's configuration (``specs``, :func:`job_specs`) on its benchmarks on disk with
-    its seeds, on its slice (``max_queries``), into ``store``: resumable, a finished result is
-    kept. Why the build stopped early (the runner's budget), or ``""``."""
+          progress: Progress | None = None, log: Callable[[str], None] = print,
+          pools: Sequence[tuple[str, list[str]]] = ()) -> str:
+    """Compute the reference ``pools`` (:func:`pool_jobs`: each pool, its first stage's result and
+    its reference rows on each of its benchmarks), then run each job's configuration (``specs``,
+    :func:`job_specs`) on its benchmarks on disk with its seeds, on its slice (``max_queries``),
+    on its pool (``pool``), into ``store``: resumable, a finished result is kept. Why the build
+    stopped early (the runner's budget), or ``""``."""
     from ..run.runner import Runner
+
+    if pools:
+        with Runner(settings, store, progress, log=log) as runner:
+            for name, benchmarks in pools:
+                for b in benchmarks:
+                    bench, _ = runner.load_benchmark(b)
+                    pool = runner.pool_for(bench, name)
+                    log(f"pool {name} on {b}: {pool.hash}")
 
     for job, spec in zip(todo, specs):
         if not job.benchmarks:
             continue
-        with Runner(dataclasses.replace(settings, max_queries=job.config.max_queries), store, progress,
-                    log=log) as runner:
-            runner.run([spec], job.benchmarks, list(job.config.seeds))
+        pooled = dataclasses.replace(settings, max_queries=job.config.max_queries, pool=job.config.pool or None)
+        with Runner(pooled, store, progress, log=log) as runner:
+            runner.run([dataclasses.replace(spec, pool_name="")], job.benchmarks, list(job.config.seeds))
             if runner.budget_stop:
                 return runner.budget_stop
     return ""
@@ -145,7 +174,44 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
             rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": note}}
 
     with _bundle_writer(Path(path)) as text:
-        return export_jsonl(store, text, depth=depth, annotate=annotate)
+        n = export_jsonl(store, text, depth=depth, annotate=annotate)
+    write_pools(store, Path(path))
+    return n
+
+
+def write_pools(store: Store, bundle: Path) -> int:
+    """The pools the store's rerankers ranked (and their reference rows name), beside the bundle
+    (:func:`harness.run.pools.pools_file`); a bundle without rerankers gets no pools file."""
+    from ..run.pools import pool_from_store, pools_file, write_pool_lines
+
+    hashes = {str(r.spec.get("pool")) for r in store.results() if isinstance(r.spec, Mapping) and r.spec.get("pool")}
+    pools = [p for p in (pool_from_store(store, h) for h in sorted(hashes)) if p is not None]
+    target = pools_file(bundle)
+    if not pools:
+        return 0
+    return write_pool_lines(pools, target)
+
+
+def import_pools(store: Store, bundle: Path, benches: Any, log: Callable[[str], None] = lambda m: None) -> int:
+    """The pools beside a bundle into ``store`` (each checked by :func:`harness.run.pools.read_pool_lines`),
+    their figures and ceiling computed here from the benchmark where it loads with their version (a
+    pool of a benchmark that is not here is kept without them); how many were new."""
+    from ..run.pools import describe, pools_file, read_pool_lines
+    from ..run.runner import measures_for
+
+    path = pools_file(bundle)
+    if not path.is_file():
+        return 0
+    added = 0
+    for pool in read_pool_lines(path):
+        bench = benches.get(pool.benchmark)
+        if not isinstance(bench, str) and bench.version == pool.benchmark_version:
+            pool.manifest = describe(pool, bench, measures_for(bench))
+        else:
+            log(f"pool {pool.name} of {pool.benchmark}: the benchmark is not here at version {pool.benchmark_version}; "
+                "kept without its figures")
+        added += store.save_pool(pool.manifest, pool.rankings)
+    return added
 
 
 @contextlib.contextmanager
@@ -181,11 +247,19 @@ def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: 
     path = Path(path)
     old = _read_lines(path)
     fresh_path = path.with_name(f".{path.name}.new")
+    from ..run.pools import pools_file, read_pool_lines, write_pool_lines
+
     try:
         write_bundle(store, fresh_path, depth=depth, plan=plan)
         new = _read_lines(fresh_path)
+        fresh_pools = read_pool_lines(pools_file(fresh_path)) if pools_file(fresh_path).is_file() else []
     finally:
         fresh_path.unlink(missing_ok=True)
+        pools_file(fresh_path).unlink(missing_ok=True)
+    if fresh_pools:  # the pools file gains the new pools (one of the same hash is the same pool)
+        held = read_pool_lines(pools_file(path)) if pools_file(path).is_file() else []
+        have = {p.hash for p in held}
+        write_pool_lines(held + [p for p in fresh_pools if p.hash not in have], pools_file(path))
     fresh = {d["key"]: d for d in new if "key" in d}
     content = {(d["benchmark"], d["benchmark_version"]): d for d in old if d.get("kind") == CONTENT_KIND}
     lines = [fresh.get(d["key"], d) if "key" in d else d for d in old]
@@ -266,12 +340,17 @@ def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[
     check = check_versions(items, known, data_dir, log=log, benches=benches)
     report.refused = list(check.refused)
     keep = check.accepted
+    import_pools(store, path, benches, log)
     # a result whose measures do not recompute here (or whose benchmark is not here), or of a
     # retriever that is not installed here, comes in unverified, so it shows as "reported", with
     # the reason among the warnings
-    verification = verify_items(keep, data_dir, log=log, benches=benches)
+    from ..run.pools import POOL_REFERENCE_NAMES, pool_from_store
+
+    verification = verify_items(keep, data_dir, log=log, benches=benches, pools=lambda h: pool_from_store(store, h))
     report.unverified = [p for p in verification.problems]
     for line in verification.lines:
+        if line.item.record.retriever in POOL_REFERENCE_NAMES:
+            continue  # a pool's reference row: computed by the harness from the pool, no retriever to install
         try:
             get_retriever_class(line.item.record.retriever)
         except (RegistryError, ImportError):
@@ -351,7 +430,8 @@ def bundle_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
     configs = {c.display: c for c in plan.config}
     records = [it.record for it in read_export_file(str(bundle_path)) if getattr(it, "record", None) is not None]
     source = f"reference bundle {bundle_id(Path(bundle_path))}"
-    specs = {name: make_spec(c.retriever, c.params, label=c.label) for name, c in configs.items()}
+    specs = {name: dataclasses.replace(make_spec(c.retriever, c.params, label=c.label), pool_name=c.pool)
+             for name, c in configs.items()}
     order = {name: i for i, name in enumerate(configs)}
     records = sorted((r for r in records if r.label in configs and r.seed == plan.matrix.seed
                       and _same_configuration(r.spec, specs[r.label])), key=lambda r: order[r.label])
@@ -380,6 +460,8 @@ def _same_configuration(stored: Mapping[str, Any], spec: RetrieverSpec) -> bool:
     the same retriever, and the same value of every parameter the result records (a parameter
     added to the retriever since, at its default, does not make it another configuration)."""
     params = stored.get("params") or {}
+    if bool(stored.get("pool")) != bool(spec.pool_name):  # a reranker's configuration names its pool
+        return False
     return stored.get("retriever") == spec.name and all(
         json.dumps(v, sort_keys=True, default=str) == json.dumps(spec.params.get(k), sort_keys=True, default=str)
         for k, v in params.items())

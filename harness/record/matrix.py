@@ -173,10 +173,28 @@ class PlanConfig(_Strict):
     reason: str = ""
     scale_fvr: bool = False
     quick: bool = False  # its rows on the plan's quick benchmarks are among those `reproduce --quick` runs
+    # a reranker's pool, by name ("<first stage>@<depth>", one of the plan's [[pool]]): the
+    # configuration reorders that pool (docs/design/pools.md)
+    pool: str = ""
 
     @property
     def display(self) -> str:
-        return self.label or self.retriever
+        return self.label or (f"{self.retriever} [{self.pool}]" if self.pool else self.retriever)
+
+
+class PlanPool(_Strict):
+    """One reference pool: a first stage's top ``depth`` on each of its benchmarks, pinned by the
+    content hash each must have (``hashes``: benchmark → hash; `reproduce --quick` recomputes them)."""
+
+    first_stage: str
+    depth: int = Field(default=100, ge=1)
+    suites: list[str] = Field(default_factory=list)
+    benchmarks: list[str] = Field(default_factory=list)
+    hashes: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.first_stage}@{self.depth}"
 
 
 class PlanMatrix(_Strict):
@@ -193,6 +211,20 @@ class Plan(_Strict):
     depth: int = Field(default=BUNDLE_DEPTH, ge=1)
     matrix: PlanMatrix = Field(default_factory=PlanMatrix)
     config: list[PlanConfig] = Field(default_factory=list)
+    pool: list[PlanPool] = Field(default_factory=list)
+
+    def pins(self) -> dict[str, dict[str, str]]:
+        """``{pool name: {benchmark: content hash}}`` of the reference pools."""
+        return {p.name: dict(p.hashes) for p in self.pool}
+
+    @model_validator(mode="after")
+    def _pools_named(self) -> "Plan":
+        names = {p.name for p in self.pool}
+        for c in self.config:
+            if c.pool and c.pool not in names:
+                raise ValueError(f"configuration {c.display!r}: pool {c.pool!r} is none of the plan's [[pool]] "
+                                 f"({', '.join(sorted(names)) or 'none'})")
+        return self
 
 
 def _plan_label(key: str, i: int, table: Any) -> str | None:

@@ -176,11 +176,11 @@ class _Job:
     name: str = ""
 
 
-def _jobs(rows: Sequence[Row]) -> dict[tuple[str, str, int], _Job]:
-    out: dict[tuple[str, str, int], _Job] = {}
+def _jobs(rows: Sequence[Row]) -> dict[tuple[str, str, str, int], _Job]:
+    out: dict[tuple[str, str, str, int], _Job] = {}
     for r in rows:
         for spec in r.specs:
-            job = out.setdefault((spec.hash, r.benchmark, r.seed), _Job(spec, r.benchmark, r.seed))
+            job = out.setdefault((spec.hash, spec.pool_name, r.benchmark, r.seed), _Job(spec, r.benchmark, r.seed))
             if r.measure not in job.measures:
                 job.measures.append(r.measure)
     return out
@@ -209,7 +209,7 @@ def reproduce(rows: Sequence[Row], settings: Settings, *, store: Store | None = 
                 _run_job(runner, base, job)
     finally:
         scratch.close()
-    outcomes = [_compare(r, [jobs[(s.hash, r.benchmark, r.seed)] for s in r.specs]) for r in rows]
+    outcomes = [_compare(r, [jobs[(s.hash, s.pool_name, r.benchmark, r.seed)] for s in r.specs]) for r in rows]
     if store is not None:
         save(outcomes, store, shipped=shipped)
     return outcomes
@@ -223,7 +223,7 @@ def _run_job(runner: Runner, base: Settings, job: _Job) -> None:
     rows and the matrix goes on."""
     whole, n = split_slice(job.benchmark)
     try:
-        runner.s = dataclasses.replace(base, max_queries=n)
+        runner.s = dataclasses.replace(base, max_queries=n, pool=job.spec.pool_name or None)
         try:
             bench, _ = runner.load_benchmark(whole)
         except Exception as e:  # noqa: BLE001
@@ -235,7 +235,7 @@ def _run_job(runner: Runner, base: Settings, job: _Job) -> None:
         supported = tuple(m for m in job.measures if not job.unsupported[m])
         runner.s = dataclasses.replace(runner.s, extra_measures=supported)
         try:
-            results = runner.run([job.spec], [whole], [job.seed])
+            results = runner.run([dataclasses.replace(job.spec, pool_name="")], [whole], [job.seed])
         except Exception as e:  # noqa: BLE001
             job.failure = f"the run failed: {type(e).__name__}: {e}"
             return
@@ -372,3 +372,56 @@ def notes(outcomes: Iterable[Outcome]) -> list[str]:
     """A line for each compared row with a note (why it failed; what a direction row found)."""
     return [f"row {o.row.index} ({o.row.key}, {o.row.kind}): {o.status}: {o.note}"
             for o in outcomes if o.note and o.status != SKIP]
+
+
+# -- the reference pools ---------------------------------------------------------------------------
+
+
+@dataclass
+class PoolCheck:
+    """One reference pool recomputed: the hash the plan pins and the one computed here."""
+
+    name: str
+    benchmark: str
+    pinned: str
+    got: str = ""
+    status: str = ""  # OK | FAIL | SKIP
+    note: str = ""
+
+
+def check_pools(settings: Settings, *, quick: bool = False, progress: Progress | None = None,
+                log: Callable[[str], None] = print) -> list[PoolCheck]:
+    """Recompute the reference plan's pools (with ``quick``, on the plan's quick benchmarks only) in
+    the scratch store and compare each content hash with the one the plan pins: OK when equal, FAIL
+    when not (or when the first stage failed), SKIP when the benchmark is not on disk."""
+    from ..core.registry import reference_files
+    from .matrix import load_plan
+
+    files = reference_files()
+    if "plan" not in files:
+        return []
+    plan = load_plan(files["plan"])
+    data_dir = default_data_dir(settings.data_dir)
+    checks = [PoolCheck(p.name, b, h) for p in plan.pool for b, h in p.hashes.items()
+              if not quick or b in plan.matrix.quick_benchmarks]
+    if not checks:
+        return []
+    scratch = open_store(settings.home / SCRATCH)
+    try:
+        with Runner(dataclasses.replace(settings, bootstrap=0), scratch, progress, log=log) as runner:
+            for c in checks:
+                if absent_on_disk(c.benchmark, data_dir):
+                    c.status, c.note = SKIP, f"{c.benchmark} is not on disk in {data_dir}"
+                    continue
+                try:
+                    bench, _ = runner.load_benchmark(c.benchmark)
+                    c.got = runner.pool_for(bench, c.name).hash
+                except Exception as e:  # noqa: BLE001 - one failed pool fails its check, the others go on
+                    c.status, c.note = FAIL, f"{type(e).__name__}: {e}"
+                    continue
+                c.status = OK if c.got == c.pinned else FAIL
+                if c.status == FAIL:
+                    c.note = "the pool computed here is not the reference pool: its rerankers' rows are on another pool"
+    finally:
+        scratch.close()
+    return checks

@@ -15,6 +15,9 @@ its rankings. :func:`verify_items` checks each result line against the benchmark
   it is averaged over, every per-query value and, when one is stored, the 95% bootstrap interval
   (the runner's 1000 resamples, seeded with the result's seed) — within :data:`TOLERANCE`
   (relative or absolute); ``n_queries`` and ``n_missing`` match too;
+* a reranker's result (its spec names a candidate pool, docs/design/pools.md) ranks only documents
+  of its pool, which must be here (the file's pools, the store's, or ``verify --pool FILE``) and
+  be a pool of the same benchmark version;
 * a trained retriever (its registered metadata says ``trains_on``, or the result records
   ``extra["training"]``) records in ``extra["training"]`` the splits it learnt from, none of them
   the scored split, and none that loads here sharing a query id with it.
@@ -309,11 +312,35 @@ def _training(rec: ResultRecord, bench: Benchmark, benches: LocalBenchmarks) -> 
     return problems
 
 
+def _pool(rec: ResultRecord, pools: Callable[[str], Any] | None) -> list[str]:
+    """What keeps a reranker's rankings from being a reordering of its pool (none for a first stage)."""
+    from ..run.pools import outside
+
+    wanted = rec.spec.get("pool") if isinstance(rec.spec, Mapping) else None
+    if not wanted:
+        return []
+    pool = pools(str(wanted)) if pools is not None else None
+    if pool is None:
+        return [f"it reranks pool {wanted}, which is not here (`beyondsim pool export` writes it; `verify --pool FILE` "
+                "reads it): cannot check that its rankings reorder that pool"]
+    if pool.benchmark_version != rec.benchmark_version:
+        return [f"its pool {wanted} is a pool of {pool.benchmark} version {pool.benchmark_version}, not of version "
+                f"{rec.benchmark_version}"]
+    bad = outside(rec.rankings, pool)
+    if bad:
+        q, d, rank, n = bad
+        return [f"document {d!r} at rank {rank} of query {q!r} is not among its candidates in pool {pool.name} "
+                f"({wanted}): a reranker reorders its pool ({n} such document(s) in all)"]
+    return []
+
+
 def verify_items(items: Iterable[ImportedLine | ImportedContent], data_dir: Path, *,
-                 log: Callable[[str], None] = lambda m: None, benches: LocalBenchmarks | None = None) -> VerifyReport:
+                 log: Callable[[str], None] = lambda m: None, benches: LocalBenchmarks | None = None,
+                 pools: Callable[[str], Any] | None = None) -> VerifyReport:
     """Verify every result line of ``items`` (content lines are left out: the drill-down content
     of a verified benchmark version is rebuilt from the copy loaded here). Each result that
-    verifies gets ``verified_here`` and ``extra["origin"]["verified"]``."""
+    verifies gets ``verified_here`` and ``extra["origin"]["verified"]``. ``pools``: a pool by its
+    hash (``None`` when it is not here), for the results of rerankers."""
 
     benches = benches or LocalBenchmarks(Path(data_dir), log)
     reports: list[LineReport] = []
@@ -340,6 +367,7 @@ def verify_items(items: Iterable[ImportedLine | ImportedContent], data_dir: Path
             found += unusable
             found += _compare(rec, bench, todo)
             found += _training(rec, bench, benches)
+            found += _pool(rec, pools)
             report.recomputed = todo
         report.problems = [f"{report.what}: {p}" for p in found]
         if found:

@@ -42,9 +42,8 @@ from .. import __version__ as HARNESS_VERSION
 from ..core.errors import UserError
 from ..core.registry import POOL_REFERENCE_NAMES, RetrieverSpec, check_label
 from ..core.types import Benchmark, Run, RunError
-from ..data.runs import RunFileError, read_run, trec_order
+from ..data.runs import POOL_FORMAT, RunFileError, pool_hash, read_run, trec_order
 
-POOL_FORMAT = "beyondsim-pool/1"
 MANIFEST_SUFFIX = ".manifest.json"
 POOL_KEY = "pool"  # a result's extra: the pool it reranked ({hash, name, depth, first_stage, ...})
 REFERENCE_KEY = "pool_reference"  # a result's extra: which reference row of its pool it is
@@ -83,16 +82,6 @@ def canonical(ranking: Iterable[tuple[str, float]], depth: int) -> list[tuple[st
     ``depth``, the scores as a file writes them, in trec_eval's order."""
     top = list(ranking)[:depth]
     return trec_order((d, _written(s)) for d, s in top)
-
-
-def pool_hash(benchmark_version: str, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> str:
-    """The content hash that names a pool: its benchmark version and each query's ordered ids (a
-    query without candidates is left out, as a TREC file leaves it out)."""
-    h = hashlib.sha256()
-    h.update(f"{POOL_FORMAT}\n{benchmark_version}\n".encode())
-    for q in sorted(q for q, r in rankings.items() if r):
-        h.update(json.dumps([q, [d for d, _ in rankings[q]]], ensure_ascii=False).encode() + b"\n")
-    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -284,3 +273,101 @@ def reference_record_spec(pool: Pool, kind: str) -> RetrieverSpec:
     """The spec of the pool's reference row ``kind``: its retriever name, on the pool."""
     name, shown = REFERENCES[kind]
     return RetrieverSpec(name, {}, f"{shown} [{pool.name}]", pool.hash, pool.name)
+
+
+# -- pools beside an export (the reference bundle's) ---------------------------------------------------
+
+
+def pools_file(bundle: Path) -> Path:
+    """The file of pools that goes with an export file: ``<name>.pools.jsonl.gz`` beside it."""
+    name = bundle.name
+    for ext in (".jsonl.gz", ".jsonl", ".gz"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    return bundle.with_name(name + ".pools.jsonl.gz")
+
+
+def write_pool_lines(pools: Iterable[Pool], path: Path) -> int:
+    """The pools as gzip-compressed JSON lines (``{"manifest", "rankings"}``, by hash; no time stamp,
+    so the same pools give the same bytes), through a temporary file; how many."""
+    import gzip
+
+    rows = sorted(pools, key=lambda p: (p.benchmark, p.name, p.hash))
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as gz:
+        for p in rows:
+            line = {"manifest": p.manifest, "rankings": {q: [[d, s] for d, s in r] for q, r in p.rankings.items() if r}}
+            gz.write((json.dumps(line, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
+    os.replace(tmp, path)
+    return len(rows)
+
+
+def read_pool_lines(path: Path, max_bytes: int = 512 * 1024 ** 2) -> list[Pool]:
+    """The pools of a file :func:`write_pool_lines` wrote, each checked: the identity fields of its
+    manifest, its candidates (ids, finite scores, no document twice, at most ``depth``), and its
+    content hash recomputed. The figures and ceiling of a manifest are a file's claim: the caller
+    recomputes them (:func:`describe`) where the benchmark loads. A problem is a :class:`PoolError`
+    naming the file, the line and the field."""
+    import gzip
+    import math
+
+    out: list[Pool] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            text = f.read(max_bytes + 1)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise PoolError(f"{path}: cannot read the pools file: {e}") from None
+    if len(text) > max_bytes:
+        raise PoolError(f"{path}: decompresses to more than {max_bytes:,} bytes; not read")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PoolError(f"{where}: not JSON: {e.msg}") from None
+        m = obj.get("manifest") if isinstance(obj, dict) else None
+        r = obj.get("rankings") if isinstance(obj, dict) else None
+        if not isinstance(m, dict) or not isinstance(r, dict):
+            raise PoolError(f"{where}: expected {{\"manifest\": {{…}}, \"rankings\": {{qid: [[docid, score], …]}}}}")
+        for key, typ in (("hash", str), ("name", str), ("benchmark", str), ("benchmark_version", str), ("depth", int),
+                         ("first_stage", dict), ("first_stage_label", str)):
+            if not isinstance(m.get(key), typ) or isinstance(m.get(key), bool) or m.get(key) in ("", 0):
+                raise PoolError(f"{where}: field manifest.{key}: missing or not a {typ.__name__}")
+        check_label(m["name"], "pool name")
+        check_label(m["first_stage_label"], "pool first stage label")
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        for q, ranking in r.items():
+            if not isinstance(ranking, list) or len(ranking) > m["depth"]:
+                raise PoolError(f"{where}: field rankings[{q!r}]: not a list of at most {m['depth']} candidates")
+            seen: set[str] = set()
+            items = []
+            for pair in ranking:
+                if (not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) or not pair[0]
+                        or isinstance(pair[1], bool) or not isinstance(pair[1], (int, float))
+                        or not math.isfinite(pair[1]) or pair[0] in seen):
+                    raise PoolError(f"{where}: field rankings[{q!r}]: {str(pair)[:60]} is not a [docid, finite score] "
+                                    "pair of a document not listed before")
+                seen.add(pair[0])
+                items.append((pair[0], float(pair[1])))
+            rankings[q] = items
+        if pool_hash(m["benchmark_version"], rankings) != m["hash"]:
+            raise PoolError(f"{where}: field rankings: they hash to {pool_hash(m['benchmark_version'], rankings)}, not "
+                            f"to the pool's hash {m['hash']}")
+        ident = {k: m[k] for k in ("format", "hash", "name", "benchmark", "benchmark_version", "depth", "first_stage",
+                                   "first_stage_label") if k in m}
+        out.append(Pool(m["name"], m["benchmark"], m["benchmark_version"], m["depth"], dict(m["first_stage"]),
+                        m["first_stage_label"], rankings, ident))
+    return out
+
+
+def pool_from_store(store: Any, pool_hash_: str) -> Pool | None:
+    """A stored pool (``store.pool``) as a :class:`Pool`, or ``None``."""
+    got = store.pool(pool_hash_)
+    if got is None:
+        return None
+    m, rankings = got
+    return Pool(m["name"], m["benchmark"], m["benchmark_version"], int(m["depth"]), dict(m["first_stage"]),
+                m["first_stage_label"], rankings, m)

@@ -327,13 +327,10 @@ class Runner:
     def pool_of(self, pool_hash: str, bench: Benchmark) -> pooling.Pool:
         """A pool of this run by hash (or from the store, where a worker finds the pools its head made)."""
         if pool_hash not in self._pools:
-            got = self.store.pool(pool_hash)
+            got = pooling.pool_from_store(self.store, pool_hash)
             if got is None:
                 raise pooling.PoolError(f"pool {pool_hash} is not in the results store {self.store.path}")
-            manifest, rankings = got
-            self._pools[pool_hash] = pooling.Pool(manifest["name"], manifest["benchmark"], manifest["benchmark_version"],
-                                                  int(manifest["depth"]), dict(manifest["first_stage"]),
-                                                  manifest["first_stage_label"], rankings, manifest)
+            self._pools[pool_hash] = got
         pool = self._pools[pool_hash]
         if pool.benchmark_version != bench.version:
             raise pooling.PoolError(f"pool {pool.name} ({pool_hash}) is a pool of {pool.benchmark} version "

@@ -172,7 +172,7 @@ def metadata_file(path: Path) -> Path | None:
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
-    """The ir_metadata document at ``path`` (YAML, read safely), as JSON can keep it."""
+    """The ir_metadata document at ``path`` (YAML, read safely)."""
     import yaml
 
     if path.stat().st_size > MAX_METADATA_BYTES:
@@ -183,7 +183,20 @@ def read_metadata(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: not an ir_metadata YAML document: {' '.join(str(e).split())[:200]}") from None
     if not isinstance(doc, dict):
         raise UserError(f"{path}: an ir_metadata document is a mapping (tag, platform, implementation, method, data, …)")
-    return json.loads(json.dumps(doc, default=str, allow_nan=False))
+    return doc
+
+
+def _jsonable(value: Any) -> Any:
+    """A YAML document as JSON keeps it: dates as text, a non-finite number as ``null``."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 def _declared_seconds(meta: Mapping[str, Any], where: str) -> dict[str, float]:
@@ -243,8 +256,8 @@ def run_file_record(scores: Scores, label: str, pool: "pooling.Pool | None" = No
                 **({"declared_cost": declared} if declared else {})}
     extra: dict[str, Any] = {RUN_FILE_KEY: run_file, **({pooling.POOL_KEY: pool.ref()} if pool is not None else {})}
     if meta:
-        extra["ir_metadata"] = {k: meta[k] for k in ("tag", "research goal", "platform", "implementation", "method",
-                                                     "data", "resources") if k in meta}
+        extra["ir_metadata"] = _jsonable({k: meta[k] for k in ("tag", "research goal", "platform", "implementation",
+                                                               "method", "data", "resources") if k in meta})
     if training:
         extra["training"] = training[0] if len(training) == 1 else training
     return ResultRecord(
