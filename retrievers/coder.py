@@ -70,6 +70,11 @@ After evaluation the retriever records the score separation of CoDeR's Fig. 9 fo
 document, ``s_C(q, d+) − s_C(q, d−)`` (means over each set) under the compatibility encoder and,
 for a trained one, under its untrained base, with the raw satisfying and violating scores.
 CoDeR makes no LLM call.
+
+On a pool (``beyondsim run coder-seq --pool bm25@100``) ``coder-seq`` and ``coder-union`` are rerankers:
+the pool's documents take the place of their corpus-wide candidates, scored by their own encoders
+(:meth:`CoderSeq.rerank`, :meth:`CoderUnion.rerank` say what changes). ``coder-compat`` has no
+``rerank``.
 """
 
 from __future__ import annotations
@@ -88,10 +93,11 @@ from harness.core.leakage import TrainingData
 from harness.protocols import RunContext
 from harness.core.topk import run_from_matrix
 from harness.registry import load_benchmark, register
-from harness.types import Benchmark, Corpus, Query, Run
+from harness.types import Benchmark, Candidate, Corpus, Query, Run
 from . import citations
 
 from .coder_train import CoderTrainConfig, artifact_dir, read_card, summarise_card, train_coder
+from .dense import distinct
 
 # (alpha, tau) for Seq and (alpha, percentile) for Union, by task family
 SEQ_DEFAULTS = {"constraint": (0.2, 0.3), "topical": (0.5, 0.9)}
@@ -190,6 +196,21 @@ def candidate_scores(qt: np.ndarray, qc: np.ndarray, dt: np.ndarray, dc: np.ndar
             extra = cand_c[i][cand_c[i] >= 0]
             cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
         out.append((cand, dt[cand] @ qt[i], dc[cand] @ qc[i]))
+    return out
+
+
+def pool_scores(qt: np.ndarray, qc: np.ndarray, dt: np.ndarray, dc: np.ndarray,
+                pools: Sequence[np.ndarray]) -> list[Scored]:
+    """Per query: its pool's documents (corpus rows) in topical order — ``s_T`` ↓, ties in pool
+    order — with their ``s_T`` and ``s_C``, computed as :func:`candidate_scores` computes them: what
+    the policies take, with the pool in place of the topical (and compatibility) top ``depth``."""
+    out = []
+    for i, rows in enumerate(pools):
+        rows = np.asarray(rows, dtype=np.int64)
+        s_t = dt[rows] @ qt[i]
+        order = np.lexsort((np.arange(len(rows)), -s_t))
+        cand = rows[order]
+        out.append((cand, s_t[order], dc[cand] @ qc[i]))
     return out
 
 
@@ -358,6 +379,7 @@ class _Coder(_CompatEncoder):
         self.filter_value = getattr(params, self.filter_param)
         self.filter_source: dict[str, Any] = {}
         self._doc_ids: list[str] = []
+        self._rows: dict[str, int] = {}
         self._dt: np.ndarray | None = None
         self._dc: np.ndarray | None = None
         self._it = None
@@ -385,28 +407,67 @@ class _Coder(_CompatEncoder):
             self._ic = faiss.IndexFlatIP(self._dc.shape[1])
             self._ic.add(self._dc)
         self._doc_ids = corpus.ids
+        self._rows = {d: i for i, d in enumerate(self._doc_ids)}
+
+    def _encode_queries(self, queries: Sequence[Query], ctx: RunContext) -> tuple[np.ndarray, np.ndarray]:
+        qtexts = [q.text for q in queries]
+        return self._encode(ctx, "T", qtexts, query=True), self._encode(ctx, "C", qtexts, query=True)
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         assert self._it is not None and self._dt is not None and self._dc is not None, "index() must run first"
+        qt, qc = self._encode_queries(queries, ctx)
+        scored = candidate_scores(qt, qc, self._dt, self._dc, self._it, self._ic, self.params.depth)
+        return self._rank(queries, scored, k, ctx)
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: the policy with the pool's documents in place of the corpus-wide candidates.
+        ``s_T`` and ``s_C`` are recomputed with this method's own encoders (the pool's scores are
+        not used), the candidates put in topical order (``s_T`` ↓, ties in pool order) as ``search``
+        lists them, and τ, α (and a calibrated τ) resolved as in ``search`` — a ``tau_quantile``
+        without a held-out split is read over the pool's candidates. Every candidate is ranked
+        (``fill="none"`` for Seq and the percentile filter for Union drop some, as they do in
+        ``search``); ``depth`` is not used, the pool's size takes its place. A query without
+        candidates gets an empty ranking. The subclasses say what this changes against ``search``."""
+        assert self._dt is not None and self._dc is not None, "index() must run first"
+        run = Run({q.id: [] for q in queries})
+        pools: dict[str, np.ndarray] = {}
+        for q in queries:
+            ids = [c.id for c in distinct(candidates.get(q.id, ()))]
+            missing = [d for d in ids if d not in self._rows]
+            if missing:
+                raise ValueError(f"coder-{self.policy}: candidate {missing[0]!r} of query {q.id!r} is not in the "
+                                 "indexed corpus (index() must be given the corpus the pool was drawn from)")
+            pools[q.id] = np.array([self._rows[d] for d in ids], dtype=np.int64)
+        asked = [q for q in queries if len(pools[q.id])]
+        if asked:
+            qt, qc = self._encode_queries(asked, ctx)
+            scored = pool_scores(qt, qc, self._dt, self._dc, [pools[q.id] for q in asked])
+            run.update(self._rank(asked, scored, None, ctx))
+        return run
+
+    def _rank(self, queries: Sequence[Query], scored: list[Scored], k: int | None, ctx: RunContext) -> Run:
+        """The policy over each query's scored candidates, cut at ``k`` (None: every candidate),
+        with the filter resolved for this run and its statistics recorded."""
         p = self.params
-        qtexts = [q.text for q in queries]
-        qt = self._encode(ctx, "T", qtexts, query=True)
-        qc = self._encode(ctx, "C", qtexts, query=True)
-        scored = candidate_scores(qt, qc, self._dt, self._dc, self._it, self._ic, p.depth)
         family = "constraint" if ctx.task == "constraint" else "topical"
         self.alpha = alpha = self.defaults[family][0] if p.alpha is None else p.alpha
         filt, self.filter_source = self.resolve_filter(family, queries, scored, ctx)
         self.filter_value = filt
         run = Run()
         kept: list[int] = []
+        short = 0
         for q, (cand, s_t, s_c) in zip(queries, scored):
-            ranked, scores, n_kept = self._policy(s_t, s_c, alpha, filt, k)
+            depth = len(cand) if k is None else k
+            ranked, scores, n_kept = self._policy(s_t, s_c, alpha, filt, depth)
             run[q.id] = [(self._doc_ids[cand[j]], float(s)) for j, s in zip(ranked, scores)]
             kept.append(n_kept)
+            short += len(run[q.id]) < (len(cand) if k is None else min(k, len(self._doc_ids)))
         none_kept = sum(1 for x in kept if x == 0)
         self.stats = {"queries": len(queries), "pool": spread([len(c) for c, _, _ in scored]), "kept": spread(kept),
-                      "none_kept": none_kept,
-                      "short_rankings": sum(1 for q in queries if len(run[q.id]) < min(k, len(self._doc_ids)))}
+                      "none_kept": none_kept, "short_rankings": short}
+        if k is None:
+            self.stats["candidates"] = "pool"
         if none_kept:
             if ctx.ledger is not None:
                 ctx.ledger.count(f"coder.{self.policy}.none_kept", none_kept)
@@ -565,6 +626,18 @@ class CoderSeq(_Coder):
     def _policy(self, s_t, s_c, alpha, filt, k):
         return seq_policy(s_t, s_c, alpha, filt, k, self.params.fill)
 
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: CoDeR-Seq with the pool's documents as ``C_T(q)``, in place of the top
+        ``depth`` under ``E_T``: those with ``s_C ≥ τ`` first by the fused score, then (``fill``
+        ``"topical"``) the others in topical order, every score recomputed with ``E_T`` and ``E_C``.
+        Given the ``dense`` top ``depth`` of the same topical encoder (``dense`` with its defaults and
+        ``coder-seq``'s ``model``) it is ``search`` exactly: the same ranking, ids, order and scores,
+        cut at any k ≤ ``depth``. On another pool (``bm25@100``) only the candidate set differs: a
+        document of ``C_T(q)`` the pool lacks is never ranked, a pool document outside ``C_T(q)`` is,
+        and the list ends with the pool (as ``search``'s ends with ``C_T(q)``)."""
+        return super().rerank(queries, candidates, ctx)
+
 
 @register("coder-union", params=CoderUnionParams,
           description="CoDeR-Union: topical and compatibility candidates pooled, filtered by percentile, fused by rank",
@@ -582,6 +655,22 @@ class CoderUnion(_Coder):
 
     def _policy(self, s_t, s_c, alpha, filt, k):
         return union_policy(s_t, s_c, alpha, filt, k, self.params.direction)
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: CoDeR-Union with both candidate lists restricted to the pool. The pool takes
+        the place of ``C_T`` (the topical top ``depth``), and ``C_C`` restricted to the pool is part
+        of it, so the pool is the whole union ``C_U``: reciprocal ranks under ``s_T`` and ``s_C``, the
+        percentile threshold ``γ_q`` and the fused score are computed over the pool's documents, as
+        ``search`` computes them over ``C_T ∪ C_C``. What this changes against the full method:
+        ``C_C`` — the documents the compatibility encoder ranks high over the whole corpus, which
+        Union adds to the topical ones — contributes only the documents the pool already holds
+        (the compatibility index is not searched), and the ranks and ``γ_q`` are over the pool's
+        size instead of ``|C_T ∪ C_C|`` (between ``depth`` and ``2·depth``). So even on the ``dense``
+        top ``depth`` of the same topical encoder the ranking differs from ``search`` whenever
+        ``C_C`` brings a document from outside ``C_T``; the candidates that do not pass ``γ_q`` are
+        dropped, as in ``search``."""
+        return super().rerank(queries, candidates, ctx)
 
 
 @register("coder-compat", params=CompatParams,

@@ -14,12 +14,20 @@ Runtime on the CPU: torch's embeddings to rounding) or ``onnx-int8`` (the export
 to int8: a different model, whose embeddings and rankings differ); every method whose parameters
 extend :class:`DenseParams` takes it. ``contriever`` is ``dense`` with ``facebook/contriever``, mean
 pooling and inner product.
+
+On a pool (``beyondsim run dense --pool bm25@100``) ``dense`` is a reranker: :meth:`DenseRetriever.rerank`
+scores each query's candidates by the inner product its search uses, so ``dense`` over a BM25 pool is
+the classic hybrid. Its subclasses that change only the query embedding (``contriever``, ``hyde``,
+``deo``, ``deo-rules``, ``colt``) inherit it. The helpers :func:`distinct` and :func:`follow_below`
+and the context :func:`offline_phase` are shared by the rerankers of other modules.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -29,8 +37,51 @@ from harness.models.resolve import DEFAULT_ENCODER, POOLING_CHOICES, card_normal
 from harness.protocols import RunContext
 from harness.core.topk import run_from_matrix
 from harness.registry import added_param, register
-from harness.types import Corpus, Query, Run
+from harness.types import Candidate, Corpus, Query, Run
 from . import citations
+
+
+def distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """A query's pool candidates in pool order, each document once (its first occurrence): a ranking
+    may name a document at most once, whatever the pool holds."""
+    seen: set[str] = set()
+    out = []
+    for c in candidates:
+        if c.id not in seen:
+            seen.add(c.id)
+            out.append(c)
+    return out
+
+
+def follow_below(last: float, scores: Sequence[float]) -> list[float]:
+    """The scores of a ranking's tail (the first stage's or the pool's deeper documents, in their
+    order) moved to follow a reranked head whose last score is ``last``: shifted so the first is
+    ``last − 1``, the gaps between them kept. Scores that would not be finite and non-increasing (a
+    pool file's odd values) are made so: the tail then steps down by 1 from the last good score."""
+    if not scores:
+        return []
+    shift = float(scores[0]) - last + 1.0
+    out = [float(s) - shift for s in scores]
+    prev = last
+    for i, s in enumerate(out):
+        if not math.isfinite(s) or s > prev:
+            out[i] = prev - 1.0
+        prev = out[i]
+    return out
+
+
+@contextlib.contextmanager
+def offline_phase(ctx: RunContext) -> Iterator[None]:
+    """Time work as the ledger's offline ``index`` phase wherever it runs: a retriever that indexes
+    a first stage on first use (inside ``search``, an online phase) does it in here, so the ledger
+    counts it in ``index`` and not in ``search`` (a phase opened inside another is counted once, in
+    itself). Without a ledger, or already in ``index``, it does nothing."""
+    ledger = ctx.ledger
+    if ledger is None or ledger.current_phase == "index":
+        yield
+        return
+    with ledger.phase("index"):
+        yield
 
 
 @dataclass(frozen=True)
@@ -123,6 +174,19 @@ class DenseIndex:
         self._doc_ids = corpus.ids
         self._rows = {d: i for i, d in enumerate(self._doc_ids)}
 
+    def candidate_rows(self, qid: str, candidates: Sequence[Candidate]) -> tuple[list[str], np.ndarray]:
+        """The ids of a query's pool candidates (:func:`distinct`, pool order) and their rows in the
+        indexed corpus; a candidate the index does not hold is an error naming it (the runner
+        indexes the whole corpus before it reranks)."""
+        assert self.doc_embeddings is not None, "index() must run before rerank()"
+        ids = [c.id for c in distinct(candidates)]
+        try:
+            rows = np.fromiter((self._rows[d] for d in ids), dtype=np.int64, count=len(ids))
+        except KeyError as e:
+            raise ValueError(f"{type(self).__name__}: candidate {e.args[0]!r} of query {qid!r} is not in the "
+                             "indexed corpus (index() must be given the corpus the pool was drawn from)") from None
+        return ids, rows
+
 
 @register("dense", params=PooledDenseParams, family="dense", citation=citations.SBERT,
           description="A sentence-transformers encoder and exact inner-product search (faiss); pooling and "
@@ -157,12 +221,47 @@ class DenseRetriever(DenseIndex):
         return {x.id: {d: float(np.dot(self._searched[x.id], self.doc_embeddings[self._rows[d]]))
                        for d in doc_ids.get(x.id, ())} for x in queries}
 
-    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
-        assert self._index is not None, "index() must run before search()"
+    def embed_queries(self, queries: Sequence[Query], ctx: RunContext) -> np.ndarray:
+        """The query embeddings ``search`` and ``rerank`` rank with (``encode_queries``: HyDE's mean
+        with its passages, DEO's optimised vectors, …), kept for ``score``."""
         q = np.ascontiguousarray(self.encode_queries(queries, ctx), dtype=np.float32)
         self._searched = dict(zip((x.id for x in queries), q))
+        return q
+
+    def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
+        assert self._index is not None, "index() must run before search()"
+        q = self.embed_queries(queries, ctx)
         scores, idx = self._index.search(q, min(k, len(self._doc_ids)))
         return run_from_matrix([x.id for x in queries], self._doc_ids, idx, scores)
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: each query's candidates ranked by the score ``search`` ranks the corpus by —
+        the inner product of the query embedding with the document's (cosine with
+        ``normalize=true``) — descending, ties in pool order; every candidate is returned, scored by
+        it. It is ``search`` restricted to the pool: the same embeddings (the indexed corpus's rows,
+        the same ``encode_queries``), only the documents outside the pool are never ranked. ``dense``
+        over a BM25 pool is the classic hybrid.
+
+        The subclasses inherit it with their own query embedding, so each is itself restricted to
+        the pool: ``hyde`` ranks by the mean of the query's and its LLM passages' embeddings,
+        ``colt`` by its trained tool embeddings, and ``deo`` and ``deo-rules`` by the query
+        embedding DEO optimises (their ``encode_queries`` decomposes the query, by the LLM or by the
+        rules, and runs the optimisation), so ``deo-rules`` here is DEO restricted to the pool.
+        Only the queries that have candidates are encoded (an LLM is asked nothing for the others);
+        a query without candidates gets an empty ranking."""
+        run = Run({q.id: [] for q in queries})
+        pools = {q.id: self.candidate_rows(q.id, candidates.get(q.id, ())) for q in queries}
+        asked = [q for q in queries if len(pools[q.id][0])]
+        if not asked:
+            return run
+        assert self.doc_embeddings is not None
+        for q, e in zip(asked, self.embed_queries(asked, ctx)):
+            ids, rows = pools[q.id]
+            scores = self.doc_embeddings[rows] @ e
+            order = np.lexsort((np.arange(len(rows)), -scores))
+            run[q.id] = [(ids[i], float(scores[i])) for i in order.tolist()]
+        return run
 
 
 CONTRIEVER = "facebook/contriever"

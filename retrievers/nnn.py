@@ -38,13 +38,19 @@ fallbacks, KKT residual) are in ``retriever.last_stats``.
 ``mmr`` is Maximal Marginal Relevance (Carbonell & Goldstein 1998) over the dense top
 ``max(candidates, k)``: greedily pick ``argmax_d λ·s(q,d) − (1−λ)·max_{d'∈S} s(d,d')`` (cosine
 similarities; the first pick is the dense top-1), vectorised over queries. Scores are
-rank-derived as above.
+rank-derived as above. On a pool (``--pool bm25@100``) ``mmr`` is a reranker: the pool is the
+candidate set (:meth:`MMR.rerank`).
+
+``nnn-fix``, ``l1-fix`` and ``l2-fix`` have no ``rerank``: their decoding reconstructs the query from
+the whole corpus (the support and the KKT certificate are over every document), so there is no
+restriction of it to a pool that is still the method — a solve over the pool's documents alone is
+another estimator (the query reconstructed from 100 documents instead of the corpus).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -52,7 +58,7 @@ import torch
 from harness.models.resolve import DEFAULT_ENCODER
 from harness.protocols import RunContext
 from harness.registry import register
-from harness.types import Corpus, Query, Run
+from harness.types import Candidate, Corpus, Query, Run
 from . import citations
 
 from .dense import DenseIndex
@@ -313,6 +319,27 @@ def mmr_select(rel: Any, sim: Any, lam: float, k: int) -> np.ndarray:
 class MMR(_EmbeddingRetriever):
     """Maximal Marginal Relevance re-ranking of the dense top candidates."""
 
+    # B × C × C similarities computed at a time (float32: 128 MiB), so a deep pool stays in memory
+    SIM_BUDGET = 1 << 25
+
+    def select(self, qe: np.ndarray, idx: np.ndarray, rel: np.ndarray | None, k: int) -> np.ndarray:
+        """MMR's greedy order over the candidates ``idx`` (B × C corpus rows) of the queries ``qe``:
+        the picked rows (B × min(k, C)), in selection order. ``rel``: the query–candidate
+        similarities (None: the inner products with ``qe``, computed here); the candidate–candidate
+        ones are the embeddings' inner products. Queries go in chunks of at most ``SIM_BUDGET``
+        similarities (each query's selection is its own: the chunking changes nothing)."""
+        D = np.asarray(self.doc_embeddings)
+        B, C = idx.shape
+        step = max(1, self.SIM_BUDGET // max(C * C, 1))
+        out = []
+        for s in range(0, B, step):
+            E = D[idx[s:s + step]]  # b × C × d
+            r = np.einsum("bcd,bd->bc", E, qe[s:s + step]) if rel is None else rel[s:s + step]
+            sim = np.einsum("bcd,bed->bce", E, E)
+            order = mmr_select(r, sim, self.params.lam, min(k, C))
+            out.append(np.take_along_axis(idx[s:s + step], order, axis=1))
+        return np.concatenate(out) if out else np.zeros((0, min(k, C)), dtype=np.int64)
+
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         assert self._D is not None, "index() must run before search()"
         if not queries:
@@ -322,9 +349,37 @@ class MMR(_EmbeddingRetriever):
         n = self._D.shape[0]
         depth = min(max(p.candidates, k), n)
         idx, scores = self._dense_top(qe, depth, ctx)
-        E = np.asarray(self.doc_embeddings)[idx]  # B × C × d
-        sim = np.einsum("bcd,bed->bce", E, E)
-        order = mmr_select(scores, sim, p.lam, min(k, depth))
-        picked = np.take_along_axis(idx, order, axis=1)
+        picked = self.select(qe, idx, scores, min(k, depth))
         self.last_stats = {"candidates": depth, "lam": p.lam}
         return _ranked_lists([q.id for q in queries], self._doc_ids, list(picked), idx, min(k, n))
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: MMR's greedy selection (:func:`mmr_select`, the same λ) with the pool as the
+        candidate set, in place of the dense top ``max(candidates, k)`` that ``search`` builds. The
+        relevance is MMR's own (the cosine of the query and document embeddings, not the pool's
+        scores), the first pick the candidate of highest cosine, and ties go to the earlier pool
+        position. Every candidate is ranked (the greedy runs to the pool's end: the pool's size,
+        not ``candidates``, is the depth), scored ``C − rank + 1`` as ``search`` scores (C the
+        pool's size). What differs from ``search``: the candidates are the pool's documents, not
+        the ones nearest the query under the encoder, so a document the encoder would have put in
+        the top ``candidates`` but the pool lacks is never picked, and one outside it can be. A
+        query without candidates gets an empty ranking."""
+        run = Run({q.id: [] for q in queries})
+        pools = {q.id: self.candidate_rows(q.id, candidates.get(q.id, ())) for q in queries}
+        asked = [q for q in queries if len(pools[q.id][0])]
+        if not asked:
+            return run
+        qe = np.asarray(self.encode_queries(asked, ctx), dtype=np.float32)
+        by_size: dict[int, list[int]] = {}  # queries with pools of one size go through the greedy together
+        for i, q in enumerate(asked):
+            by_size.setdefault(len(pools[q.id][0]), []).append(i)
+        for size, members in by_size.items():
+            idx = np.stack([pools[asked[i].id][1] for i in members])
+            picked = self.select(qe[members], idx, None, size)
+            for i, rows in zip(members, picked.tolist()):
+                run[asked[i].id] = [(self._doc_ids[j], float(size - r)) for r, j in enumerate(rows)]
+        sizes = [len(pools[q.id][0]) for q in queries]
+        self.last_stats = {"candidates": "pool", "pool": {"mean": float(np.mean(sizes)), "min": min(sizes),
+                                                          "max": max(sizes)}, "lam": self.params.lam}
+        return run

@@ -37,6 +37,12 @@ arXiv:2505.22299), a reranker of a dense top-N (default 100).
    the mean of the two rescaled cosines, the authors' sum); the top ``top_n`` are reranked by it
    (ties keep the dense order) and any deeper dense results follow, below them, in dense order.
 
+On a pool (``beyondsim run nsir --pool bm25@100``) ``nsir`` is a reranker (:meth:`NSIR.rerank`): the
+pool's top ``top_n`` candidates take the place of the dense top ``top_n``. The dense first stage is
+indexed on first use: ``index`` keeps the corpus's texts, and the first ``search`` encodes the corpus
+and builds the dense index inside the ledger's ``index`` phase (offline, as before; the ``search``
+phase does not count it), so a run on a pool never encodes the corpus for a first stage it does not use.
+
 Differences from the authors' setting (bge-large-en-v1.5 for both stages, GPT-4o at its default
 temperature, precomputed corpus translations) are parameters or documented choices: the encoder
 (default the offline MiniLM), the LLM (the run's: the embedded Gemma-3-270M offline, any
@@ -59,10 +65,10 @@ from harness.models.resolve import DEFAULT_ENCODER
 from harness.models.llm import ChatRequest, LLMClient
 from harness.protocols import RunContext
 from harness.registry import register
-from harness.types import Corpus, Query, Run
+from harness.types import Candidate, Corpus, Query, Run
 from . import citations
 
-from .dense import DenseParams, DenseRetriever
+from .dense import DenseParams, DenseRetriever, distinct, follow_below, offline_phase
 
 # -- prompts ---------------------------------------------------------------------------------------
 
@@ -326,13 +332,25 @@ class NSIR(DenseRetriever):
     def __init__(self, params: NsirParams | None = None):
         super().__init__(params or NsirParams())
         self._texts: dict[str, str] = {}
+        self._corpus: Corpus | None = None
         self._views: dict[tuple[str, str], LogicView] = {}  # ("query" | "document", text) → view
         self._stats = {"queries": 0, "documents": 0, "candidates": 0}
         self._llm_model = ""
 
     def index(self, corpus: Corpus, ctx: RunContext) -> None:
-        super().index(corpus, ctx)
+        """Keep the corpus's texts (what is translated); the dense first stage is indexed by the
+        first ``search`` (:meth:`_first_stage`), so reranking a pool never encodes the corpus."""
         self._texts = {d.id: d.full_text for d in corpus}
+        self._corpus = corpus
+        self._index = None
+
+    def _first_stage(self, ctx: RunContext) -> None:
+        """The dense index over the corpus ``index`` was given, built once, timed as the ledger's
+        offline ``index`` phase even when ``search`` builds it (:func:`retrievers.dense.offline_phase`)."""
+        if self._index is None:
+            assert self._corpus is not None, "index() must run before search()"
+            with offline_phase(ctx):
+                super().index(self._corpus, ctx)
 
     # -- translation and embeddings --
 
@@ -397,22 +415,53 @@ class NSIR(DenseRetriever):
 
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         p: NsirParams = self.params
+        self._first_stage(ctx)
         first = super().search(queries, max(k, p.top_n), ctx)
         heads = {q.id: [d for d, _ in first.get(q.id, [])[:p.top_n]] for q in queries}
-        self._stats["candidates"] += sum(map(len, heads.values()))
-        self.prepare_views([q.text for q in queries],
-                           [self._texts[d] for q in queries for d in heads[q.id]], ctx)
+        tails = {q.id: first.get(q.id, [])[p.top_n:] for q in queries}
+        run = self._rerank_heads(queries, heads, tails, ctx)
+        return Run({qid: ranking[:k] for qid, ranking in run.items()})
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: NS-IR's second stage with the pool's top ``top_n`` candidates (in pool order)
+        in place of the dense top ``top_n``: each translated into logic, aligned and scored as in
+        ``search``, sorted by the NS-IR score (ties keep the pool order); the pool's deeper
+        candidates follow in pool order, their pool scores shifted below every reranked score (gaps
+        kept). The dense first stage is not run (nor, as ``index`` defers it, indexed); the
+        candidates' own texts are what is translated. What differs from ``search``: which documents
+        are reranked (the pool's top ``top_n`` rather than the encoder's) and the tail (the pool's
+        order rather than dense's). A query without candidates gets an empty ranking."""
+        p: NsirParams = self.params
+        heads: dict[str, list[str]] = {}
+        tails: dict[str, list[tuple[str, float]]] = {}
+        for q in queries:
+            pool = distinct(candidates.get(q.id, ()))
+            for c in pool[:p.top_n]:
+                self._texts.setdefault(c.id, c.doc.full_text)
+            heads[q.id] = [c.id for c in pool[:p.top_n]]
+            tails[q.id] = [(c.id, float(c.score)) for c in pool[p.top_n:]]
+        return self._rerank_heads(queries, heads, tails, ctx)
+
+    def _rerank_heads(self, queries: Sequence[Query], heads: Mapping[str, list[str]],
+                      tails: Mapping[str, list[tuple[str, float]]], ctx: RunContext) -> Run:
+        """Each query's ``heads`` (document ids) sorted by the NS-IR score (stable: ties keep their
+        order), then its ``tails`` in their order, below every reranked score (:func:`follow_below`)."""
+        asked = [q for q in queries if heads[q.id]]
+        n = sum(len(heads[q.id]) for q in asked)
+        self._stats["candidates"] += n
+        if asked:
+            self.prepare_views([q.text for q in asked], [self._texts[d] for q in asked for d in heads[q.id]], ctx)
         if ctx.ledger is not None:
-            ctx.ledger.count("nsir.candidates", sum(map(len, heads.values())))
+            ctx.ledger.count("nsir.candidates", n)
         run = Run()
         for q in queries:
             scored = [(d, self._score(q, d)) for d in heads[q.id]]
-            scored.sort(key=lambda x: -x[1])  # stable: ties keep the dense order
-            tail = first.get(q.id, [])[p.top_n:]
-            if tail and scored:  # deeper dense results follow, below every reranked score
-                shift = tail[0][1] - scored[-1][1] + 1.0
-                tail = [(d, s - shift) for d, s in tail]
-            run[q.id] = (scored + tail)[:k]
+            scored.sort(key=lambda x: -x[1])  # stable: ties keep the first stage's order
+            tail = tails[q.id]
+            if tail and scored:  # deeper results follow, below every reranked score
+                tail = list(zip((d for d, _ in tail), follow_below(scored[-1][1], [s for _, s in tail])))
+            run[q.id] = scored + tail
         return run
 
     def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],

@@ -21,6 +21,22 @@ first-stage order). With ``keep_rest`` (default) the first stage's deeper docume
 first-stage order, their scores shifted to lie below every reranked score; without it a ranking
 ends after ``top_n``.
 
+On a pool (``beyondsim run rerank --pool bm25@100``) ``rerank`` is a reranker (:meth:`Rerank.rerank`):
+the pool's top ``top_n`` candidates are rescored by the cross-encoder in place of the first stage's
+top ``top_n``, and the first stage is neither searched nor indexed. ``first_stage`` stays in the spec
+(and its hash) there, so two configurations that differ only in it rank a pool alike.
+
+The first stage is indexed on first use: ``index`` loads the cross-encoder and keeps the corpus; the first
+stage's own ``index`` runs on first use, at the start of the first ``search``, inside the ledger's
+``index`` phase (:func:`retrievers.dense.offline_phase`: a phase opened inside another is counted
+once, in itself), so it is still offline time and the ``search`` phase does not count it. The runner
+calls ``index`` before it knows whether ``search`` or ``rerank`` follows; deferring the first stage's
+index is what keeps a run on a pool from encoding (or BM25-indexing) the whole corpus for a stage it
+never uses. A caller that times ``search`` itself, outside the ledger, sees the first call include it.
+The first stage's ``prepare``, ``training_data`` and ``fit`` (below) are still passed through on a pool:
+the runner calls them before ``index`` (a trained first stage is prepared, and checked for leakage,
+for nothing there).
+
 Costs: the first stage's ``index`` and the cross-encoder's loading run in the ledger's ``index``
 phase (offline; loading weights in its ``model`` phase where the ledger has one), the first stage's
 ``search`` and the pair scoring in its ``search`` phase (online); LLM calls of the first stage are
@@ -49,8 +65,9 @@ from harness.core.ledger import PHASES
 from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable, RunContext, Trainable)
 from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
                               make_spec, params_class, register, retriever_info)
-from harness.types import Corpus, Query, Run, as_run
+from harness.types import Candidate, Corpus, Query, Run, as_run
 from . import citations
+from .dense import distinct, follow_below, offline_phase
 
 DEFAULT_RERANKER = "BAAI/bge-reranker-large"
 MODEL_PHASE = "model"  # the ledger phase that times model loading, where the ledger has one
@@ -206,6 +223,8 @@ class Rerank:
         self._corpus: Corpus | None = None
         self._stages: dict[str, dict[str, _StageTime]] = {}
         self._pairs = 0
+        self._first_indexed = False  # the first stage's index is built on first search (see the module docstring)
+        self._first_lock = threading.Lock()
         # What the first stage needs before it indexes, the runner finds on this object too.
         if isinstance(self.first, Preparable):
             self.prepare = self.first.prepare
@@ -245,19 +264,34 @@ class Rerank:
             rec.items += items
 
     def index(self, corpus: Corpus, ctx: RunContext) -> None:
-        with self._timed(ctx, "index", "first_stage", len(corpus)):
-            self.first.index(corpus, ctx)
-        with self._timed(ctx, "index", "reranker"):
+        """Load the cross-encoder and keep the corpus; the first stage indexes it on first
+        ``search`` (:meth:`_index_first_stage`), so a run on a pool never indexes it."""
+        self._corpus = corpus
+        self._first_indexed = False
+        self._load_model(ctx, "index")
+
+    def _load_model(self, ctx: RunContext, default_phase: str) -> None:
+        with self._timed(ctx, default_phase, "reranker"):
             loads = not cross_encoder_loaded(self.params.model, ctx.device, self.params.max_length)
             timer = (ctx.ledger.phase(MODEL_PHASE) if loads and ctx.ledger is not None and MODEL_PHASE in PHASES
                      else contextlib.nullcontext())
             with timer:  # where the ledger times model loading apart, the cross-encoder's is there too
                 self.model = load_cross_encoder(self.params.model, ctx.device, self.params.max_length)
-        self._corpus = corpus
+
+    def _index_first_stage(self, ctx: RunContext) -> None:
+        """The first stage's ``index`` over the corpus ``index`` was given, once, timed as the
+        ledger's offline ``index`` phase though ``search`` runs it."""
+        assert self._corpus is not None, "index() must run before search()"
+        with self._first_lock:
+            if self._first_indexed:
+                return
+            with offline_phase(ctx), self._timed(ctx, "index", "first_stage", len(self._corpus)):
+                self.first.index(self._corpus, ctx)
+            self._first_indexed = True
 
     def _predict(self, pairs: list[tuple[str, str]], ctx: RunContext) -> np.ndarray:
         """Cross-encoder scores of ``(query, document)`` text pairs, float64, in order."""
-        assert self.model is not None and self._corpus is not None, "index() must run before search()"
+        assert self.model is not None, "index() must run before search()"
         out = np.empty(len(pairs), dtype=np.float64)
         chunk = max(self.params.batch_size * 8, 256)
         with ctx.progress.track(len(pairs), "rerank: scoring pairs") as advance:
@@ -279,10 +313,42 @@ class Rerank:
     def search(self, queries: Sequence[Query], k: int, ctx: RunContext) -> Run:
         p = self.params
         depth = max(k, p.top_n) if p.keep_rest else p.top_n
+        self._index_first_stage(ctx)
         with self._timed(ctx, "search", "first_stage", len(queries)):
             first = as_run(self.first.search(queries, depth, ctx), f"first stage {type(self.first).__name__}: search")
-        heads = {q.id: list(first.get(q.id, ()))[:p.top_n] for q in queries}
-        pairs = [(q.text, self._text(d)) for q in queries for d, _ in heads[q.id]]
+        lists = {q.id: list(first.get(q.id, ())) for q in queries}
+        heads = {qid: [(d, self._text(d)) for d, _ in r[:p.top_n]] for qid, r in lists.items()}
+        tails = {qid: [(d, float(x)) for d, x in r[p.top_n:]] if p.keep_rest else [] for qid, r in lists.items()}
+        run = self._rescore(queries, heads, tails, ctx)
+        return Run({qid: ranking[:k] for qid, ranking in run.items()})
+
+    def rerank(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[Candidate]],
+               ctx: RunContext) -> Run:
+        """On a pool: the pool's top ``top_n`` candidates (in pool order) take the place of the
+        first stage's top ``top_n`` and are rescored by the cross-encoder on ``(query text, title +
+        text)`` pairs, sorted by that score (stable: ties keep the pool order); with ``keep_rest``
+        the pool's deeper candidates follow in pool order, their pool scores shifted below every
+        reranked score (gaps kept), without it the ranking ends after ``top_n``. The first stage is
+        not searched — nor indexed, since ``index`` leaves that to the first ``search`` — so what
+        differs from ``search`` is only where the list comes from: the pool (its documents, order
+        and scores) instead of the ``first_stage`` retriever. A query without candidates gets an
+        empty ranking."""
+        p = self.params
+        if self.model is None:  # index() loads it; a caller that skipped index loads it here
+            self._load_model(ctx, "search")
+        heads: dict[str, list[tuple[str, str]]] = {}
+        tails: dict[str, list[tuple[str, float]]] = {}
+        for q in queries:
+            pool = distinct(candidates.get(q.id, ()))
+            heads[q.id] = [(c.id, c.doc.full_text) for c in pool[:p.top_n]]
+            tails[q.id] = [(c.id, float(c.score)) for c in pool[p.top_n:]] if p.keep_rest else []
+        return self._rescore(queries, heads, tails, ctx)
+
+    def _rescore(self, queries: Sequence[Query], heads: Mapping[str, list[tuple[str, str]]],
+                 tails: Mapping[str, list[tuple[str, float]]], ctx: RunContext) -> Run:
+        """Each query's ``heads`` (``(doc id, text)``) scored by the cross-encoder and sorted by it
+        (stable), then its ``tails`` in their order, below every reranked score, gaps kept."""
+        pairs = [(q.text, text) for q in queries for _, text in heads[q.id]]
         with self._timed(ctx, "search", "reranker", len(pairs)):
             scores = self._predict(pairs, ctx)
         run, at = Run(), 0
@@ -292,11 +358,10 @@ class Rerank:
             at += len(head)
             order = sorted(range(len(head)), key=lambda i: -s[i])  # stable: ties keep the first-stage order
             ranked = [(head[i][0], float(s[i])) for i in order]
-            tail = list(first.get(q.id, ()))[p.top_n:] if p.keep_rest else []
+            tail = tails[q.id]
             if tail and ranked:  # below every reranked score, first-stage gaps kept
-                shift = float(tail[0][1]) - ranked[-1][1] + 1.0
-                tail = [(d, float(x) - shift) for d, x in tail]
-            run[q.id] = (ranked + tail)[:k]
+                tail = list(zip((d for d, _ in tail), follow_below(ranked[-1][1], [x for _, x in tail])))
+            run[q.id] = ranked + tail
         return run
 
     def score(self, queries: Sequence[Query], doc_ids: Mapping[str, Sequence[str]],
@@ -317,7 +382,7 @@ class Rerank:
         rm = resolve_model(self.params.model)
         out: dict[str, Any] = {
             "first_stage": {"retriever": self.first_spec.name, "params": json.loads(self.params.first_stage)["params"],
-                            "label": stage_label(self.first_spec)},
+                            "label": stage_label(self.first_spec), "indexed": self._first_indexed},
             "reranker": {"model": self.params.model, "source": rm.source, "top_n": self.params.top_n,
                          "keep_rest": self.params.keep_rest, "pairs_scored": self._pairs},
             "stages": {phase: {stage: vars(t).copy() for stage, t in stages.items()}

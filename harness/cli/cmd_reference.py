@@ -15,7 +15,8 @@ from ..data.readers import default_data_dir
 from ..run.runner import Settings
 from ..store.results import open_store as store_at
 from ..store.results import store_path
-from .console import console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for, warn
+from .console import (console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for,
+                      reference_pins, warn)
 from .options import TYPER_SETTINGS, DataDirOpt, DeviceOpt, HomeOpt, RayOpt
 
 reference_app = typer.Typer(help="The reference results shipped with the project: build them, write the bundle, "
@@ -218,7 +219,6 @@ def reproduce(
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
     from ..record.reproduce import FAIL, OK, OKISH, SKIP, check_pools, choose, notes, reproduce, summarise
-    from .cmd_run import reference_pins
 
     chosen = choose(expected, quick=quick, only=list(only or ()))
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, pinned_pools=reference_pins())

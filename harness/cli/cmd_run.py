@@ -19,7 +19,7 @@ from ..store.results import open_store as store_at
 from ..run.submit import SUBMIT_DEFAULT_SUITE, check_submission, origin, submission_params, submit_seeds
 from .cmd_board import check_site_folder, write_board
 from .console import (add_suite_benchmarks, check_depth, check_seeds, console, fail, home_dir, load_config, log_line,
-                     make_runner, out, parse_params, progress_for, resolve_llm_settings)
+                     make_runner, out, parse_params, progress_for, reference_pins, resolve_llm_settings)
 from .options import (DEFAULT_SITE, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt, LlmModelOpt,
                       MaxCallsOpt, MaxQueriesOpt, MaxUsdOpt, OnlineOpt, PricesOpt, RayOpt)
 
@@ -145,19 +145,6 @@ def submit(
               highlight=False, soft_wrap=True)
     if budget_stop:
         raise typer.Exit(3)
-
-
-def reference_pins() -> dict[str, dict[str, str]]:
-    """The content hashes the installed reference plan pins for its named pools (none when no plan
-    is installed or it does not read)."""
-    from ..core.registry import RegistryError, reference_files
-    from ..record.matrix import load_plan
-
-    try:
-        plan = reference_files().get("plan")
-        return load_plan(plan).pins() if plan else {}
-    except (RegistryError, UserError, OSError):
-        return {}
 
 
 def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: list[int],

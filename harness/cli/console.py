@@ -262,3 +262,16 @@ def check_seeds(seeds: Optional[int], seed: Optional[list[int]] = None) -> Optio
     if seeds > MAX_SEED:
         fail(f"--seeds must be at most {MAX_SEED}, not {seeds}")
     return list(range(seeds))
+
+
+def reference_pins() -> dict[str, dict[str, str]]:
+    """The content hashes the installed reference plan pins for its named pools (none when no plan
+    is installed or it does not read)."""
+    from ..core.registry import RegistryError, reference_files
+    from ..record.matrix import load_plan
+
+    try:
+        plan = reference_files().get("plan")
+        return load_plan(plan).pins() if plan else {}
+    except (RegistryError, UserError, OSError):
+        return {}

@@ -76,8 +76,10 @@ def jobs(plan: Plan, suites: Mapping[str, Mapping[str, Any]], on_disk: Callable[
                 if s not in suites:
                     raise PlanError(f"configuration {c.display!r}: unknown suite {s!r}")
                 names += [b for b in suites[s].get("benchmarks", []) if b not in names]
-        if only and "@" in only:  # LABEL@BENCHMARK: both patterns must match
-            label, bench = only.split("@", 1)
+        if only and fnmatch.fnmatch(c.display, only):  # (a label may hold "@": a reranker's pool, "mmr [bm25@100]")
+            pass
+        elif only and "@" in only:  # LABEL@BENCHMARK: both patterns must match
+            label, bench = only.rsplit("@", 1)
             names = [b for b in names if fnmatch.fnmatch(b, bench)] if fnmatch.fnmatch(c.display, label) else []
             if not names:
                 continue
