@@ -64,7 +64,7 @@ from harness.models.resolve import EncoderError, default_device, hub_offline_unc
 from harness.core.ledger import PHASES
 from harness.protocols import (DeclaresTrainingData, HasResultExtra, Preparable, RunContext, Trainable)
 from harness.registry import (MAX_LABEL_CHARS, RegistryError, RetrieverSpec, get_retriever_class, instantiate,
-                              make_spec, params_class, register, retriever_info)
+                              make_spec, params_class, register, retriever_info, spec_object)
 from harness.types import Candidate, Corpus, Query, Run, as_run
 from . import citations
 from .dense import distinct, follow_below, offline_phase
@@ -77,33 +77,7 @@ NAME = "rerank"
 def parse_stage(text: str | Mapping[str, Any]) -> RetrieverSpec:
     """The retriever spec a ``first_stage`` value names (see the module docstring for the forms);
     a ValueError naming the problem when it names none."""
-    if isinstance(text, Mapping):
-        obj: Any = dict(text)
-    elif isinstance(text, str) and text.strip().startswith("{"):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"first_stage {text!r} is not valid JSON: {e}") from None
-    elif isinstance(text, str):
-        s = text.strip()
-        eq = s.find("=")
-        colon = s.rfind(":", 0, eq) if eq >= 0 else -1
-        if eq >= 0 and colon < 0:
-            raise ValueError(f"first_stage {text!r}: expected NAME or NAME:KEY=VALUE,KEY=VALUE")
-        name, given = (s[:colon], s[colon + 1:]) if colon >= 0 else (s, "")
-        params: dict[str, str] = {}
-        for item in filter(None, (x.strip() for x in given.split(","))):
-            k, sep, v = item.partition("=")
-            if not sep or not k.strip():
-                raise ValueError(f"first_stage {text!r}: {item!r} is not KEY=VALUE (a value holding a comma "
-                                 "needs the JSON form)")
-            params[k.strip()] = v.strip()
-        obj = {"retriever": name.strip(), "params": params}
-    else:
-        raise ValueError(f"first_stage must be a retriever spec string, not {type(text).__name__}")
-    if not isinstance(obj, dict) or not isinstance(obj.get("retriever"), str) or not obj["retriever"] \
-            or not isinstance(obj.get("params", {}), dict) or set(obj) - {"retriever", "params"}:
-        raise ValueError(f"first_stage {text!r}: expected {{\"retriever\": NAME, \"params\": {{…}}}}")
+    obj = spec_object(text, "first_stage")
     name = obj["retriever"]
     if ":" in name:
         raise ValueError(f"first_stage {name!r}: expected NAME or NAME:KEY=VALUE,…; the name must be registered "

@@ -327,3 +327,45 @@ def test_verify_refuses_a_reranked_result_outside_its_pool(shared_data: Path, ho
     # without the pool anywhere it cannot be checked: not verified
     res = invoke("verify", dump, "--data-dir", shared_data, "--home", tmp_path / "empty")
     assert res.exit_code == 1 and "which is not here" in res.output
+
+
+def test_reproduce_recomputes_the_pinned_pool_hashes(shared_data: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference pool's hash is recomputed from its first stage here: the pinned hash matches, a
+    wrong pin fails, a benchmark not on disk is skipped."""
+    from harness import registry
+    from harness.record.reproduce import check_pools
+    from harness.run.runner import Settings
+
+    first = tmp_path / "first"
+    assert invoke("pool", "export", "-b", "diag/negation", "--first-stage", "bm25", "--depth", "20",
+                  "-o", tmp_path / "p.trec", "--home", first, "--data-dir", shared_data).exit_code == 0
+    right = json.loads((tmp_path / "p.trec.manifest.json").read_text())["hash"]
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'''
+[matrix]
+quick_benchmarks = ["diag/negation"]
+
+[[pool]]
+first_stage = "bm25"
+depth = 20
+hashes = {{ "diag/negation" = "{right}", "diag/antonym" = "0000000000000000", "diag/exclusion" = "1" }}
+''')
+    monkeypatch.setattr(registry, "reference_files", lambda: {"plan": plan})
+    checks = check_pools(Settings(home=tmp_path / "fresh", data_dir=shared_data), log=lambda m: None)
+    got = {c.benchmark: c.status for c in checks}
+    assert got == {"diag/negation": "OK", "diag/antonym": "FAIL", "diag/exclusion": "SKIP"}
+    assert [c.benchmark for c in check_pools(Settings(home=tmp_path / "fresh", data_dir=shared_data), quick=True,
+                                             log=lambda m: None)] == ["diag/negation"]
+
+
+def test_a_plan_configuration_names_one_of_its_pools(tmp_path: Path) -> None:
+    from harness.record.matrix import PlanError, load_plan
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[[pool]]\nfirst_stage = "bm25"\n\n[[config]]\nretriever = "mmr"\npool = "dense@100"\n')
+    with pytest.raises(PlanError, match="pool 'dense@100' is none of the plan's"):
+        load_plan(plan)
+    plan.write_text('[[pool]]\nfirst_stage = "bm25"\n\n[[config]]\nretriever = "mmr"\npool = "bm25@100"\n')
+    p = load_plan(plan)
+    assert p.config[0].display == "mmr [bm25@100]" and p.pins() == {"bm25@100": {}}

@@ -189,12 +189,19 @@ def missing_reranker_members(cls: type) -> list[str]:
     """What keeps ``cls`` from being run on a pool, one line each: ``rerank(queries, candidates,
     ctx)`` absent or not callable with those arguments, ``index(corpus, ctx)`` present but not
     callable with its arguments."""
+    return _problems(cls, (("rerank", ("queries", "candidates", "ctx"), True), ("index", ("corpus", "ctx"), False)),
+                     " (a reranker reorders a pool's candidates)")
+
+
+def _problems(cls: type, members: Sequence[tuple[str, tuple[str, ...], bool]], absent: str = "") -> list[str]:
+    """Each of ``members`` (name, parameters after self, required) that ``cls`` lacks (when
+    required), has as a non-callable attribute, or cannot call with those arguments."""
     problems = []
-    for name, params, required in (("rerank", ("queries", "candidates", "ctx"), True), ("index", ("corpus", "ctx"), False)):
+    for name, params, required in members:
         call = f"{name}({', '.join(params)})"
         if not hasattr(cls, name):
             if required:
-                problems.append(f"{call}: not defined (a reranker reorders a pool's candidates)")
+                problems.append(f"{call}: not defined{absent}")
             continue
         if not callable(getattr(cls, name)):
             problems.append(f"{call}: {type(getattr(cls, name)).__name__} attribute, not a method")
@@ -210,17 +217,4 @@ def missing_protocol_members(cls: type) -> list[str]:
     message before any work starts: ``index(corpus, ctx)`` and ``search(queries, k, ctx)`` absent,
     not callable or not callable with those arguments; an optional member (``fit``, ``prepare``,
     ``training_data``, ``result_extra``, ``analyse``, ``score``) present but not callable with its arguments."""
-    problems = []
-    for name, params, required in PROTOCOL_MEMBERS:
-        call = f"{name}({', '.join(params)})"
-        if not hasattr(cls, name):
-            if required:
-                problems.append(f"{call}: not defined")
-            continue
-        if not callable(getattr(cls, name)):
-            problems.append(f"{call}: {type(getattr(cls, name)).__name__} attribute, not a method")
-            continue
-        arity = _arity_problem(cls, name, params)
-        if arity:
-            problems.append(arity)
-    return problems
+    return _problems(cls, PROTOCOL_MEMBERS)

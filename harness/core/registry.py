@@ -412,11 +412,17 @@ def parse_key_values(items: Iterable[str] | None, *, strip_values: bool) -> dict
 
 
 def parse_spec_text(text: str | Mapping[str, Any], what: str = "spec") -> RetrieverSpec:
-    """The retriever spec a one-string form names: ``NAME`` (its default parameters), ``NAME:KEY=VALUE,…``
-    (values read as on the command line; one holding a comma needs the JSON form) or JSON
-    ``{"retriever": NAME, "params": {…}}`` (or that table itself). Names are resolved and
-    parameters checked with :func:`make_spec`; a form that names no spec is a :class:`ParamError`
-    naming ``what``."""
+    """The retriever spec a one-string form names (:func:`spec_object`), its name resolved and its
+    parameters checked with :func:`make_spec`."""
+    obj = spec_object(text, what)
+    return make_spec(obj["retriever"], obj.get("params", {}))
+
+
+def spec_object(text: str | Mapping[str, Any], what: str = "spec") -> dict[str, Any]:
+    """``{"retriever": NAME, "params": {…}}`` from a one-string form: ``NAME`` (its default
+    parameters), ``NAME:KEY=VALUE,…`` (values read as on the command line; one holding a comma needs
+    the JSON form) or JSON (or that table itself); a form that names no spec is a
+    :class:`ParamError` naming ``what``."""
     if isinstance(text, Mapping):
         obj: Any = dict(text)
     elif isinstance(text, str) and text.strip().startswith("{"):
@@ -444,7 +450,7 @@ def parse_spec_text(text: str | Mapping[str, Any], what: str = "spec") -> Retrie
     if not isinstance(obj, dict) or not isinstance(obj.get("retriever"), str) or not obj["retriever"] \
             or not isinstance(obj.get("params", {}), dict) or set(obj) - {"retriever", "params"}:
         raise ParamError(f"{what} {text!r}: expected {{\"retriever\": NAME, \"params\": {{…}}}}")
-    return make_spec(obj["retriever"], obj.get("params", {}))
+    return obj
 
 
 def build_params(pcls: type, given: Mapping[str, Any], owner: str, prefix: str) -> Any:
