@@ -369,3 +369,21 @@ def test_a_plan_configuration_names_one_of_its_pools(tmp_path: Path) -> None:
     plan.write_text('[[pool]]\nfirst_stage = "bm25"\n\n[[config]]\nretriever = "mmr"\npool = "bm25@100"\n')
     p = load_plan(plan)
     assert p.config[0].display == "mmr [bm25@100]" and p.pins() == {"bm25@100": {}}
+
+
+def test_a_pool_is_the_same_from_memory_from_the_store_and_from_its_file(tmp_path: Path) -> None:
+    """Scores that differ in memory but not as the store keeps them (7 decimals) tie in every copy
+    of the pool, so its hash does not depend on where it was made from."""
+    from harness.core.registry import RetrieverSpec
+    from harness.store.results import ResultRecord  # noqa: F401 - (the store's rounding is round(s, 7))
+
+    b = _constraint_bench()
+    memory = Run({"q1": [("d1", 0.12345681), ("d2", 0.12345679), ("d3", 0.1)], "q2": [("d4", 25.123456789)]})
+    stored = Run({q: [(d, round(s, 7)) for d, s in r] for q, r in memory.items()})
+    a = build_pool(b, memory, RetrieverSpec("first"), 10, "first@10")
+    c = build_pool(b, stored, RetrieverSpec("first"), 10, "first@10")
+    assert a.hash == c.hash and a.rankings == c.rankings
+    assert [d for d, _ in a.rankings["q1"]] == ["d2", "d1", "d3"]  # tied at 0.1234568: ids descending
+    a.manifest = describe(a, b, ["Sat@10"])
+    trec, _ = write_pool(a, tmp_path / "p.trec")
+    assert read_pool(trec, b).hash == a.hash

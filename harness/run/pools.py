@@ -4,9 +4,9 @@ version, named by its content hash (docs/design/pools.md).
 A pool is what second-stage methods are compared on: every reranker of a pool reorders the same
 candidates, so two rerankers differ only in what they do with them. It is
 
-* **canonical**: each query's candidates in trec_eval's order of the scores as a TREC file writes
-  them (8 significant digits; ties by document id, descending), so a pool written to a file and
-  read back is the same pool, ties included;
+* **canonical**: each query's candidates in trec_eval's order of their scores as the results store
+  keeps them (rounded to 7 decimals; ties by document id, descending), so a pool made from a run in
+  memory, from its stored result, or from a pool file read back is the same pool, ties included;
 * **named by its content**: :func:`pool_hash` covers the benchmark version and each query's ordered
   document ids (not the scores' last digits), so the same candidates in the same order are the same
   pool wherever they were computed;
@@ -72,14 +72,18 @@ def parse_pool_name(text: str) -> tuple[str, int] | None:
     return m["spec"], depth
 
 
+SCORE_DECIMALS = 7  # as the results store keeps a ranking's scores (harness/store/results.py)
+
+
 def _written(score: float) -> float:
-    """A score as a TREC file of a pool keeps it (8 significant digits)."""
-    return float(f"{float(score):.8g}")
+    """A score as a pool keeps it: as the results store keeps it (rounded to 7 decimals), which
+    rounding again, or writing exactly to a file and reading back, leaves as it is."""
+    return round(float(score), SCORE_DECIMALS)
 
 
 def canonical(ranking: Iterable[tuple[str, float]], depth: int) -> list[tuple[str, float]]:
     """A first stage's ranking as a pool of ``depth`` holds it (see the module docstring): its top
-    ``depth``, the scores as a file writes them, in trec_eval's order."""
+    ``depth``, the scores as the store keeps them, in trec_eval's order."""
     top = list(ranking)[:depth]
     return trec_order((d, _written(s)) for d, s in top)
 
@@ -211,7 +215,7 @@ def write_pool(pool: Pool, path: Path) -> tuple[Path, Path]:
             if not q or not d or any(c.isspace() for c in q + d):
                 raise PoolError(f"pool {pool.name}: query {q!r} / document {d!r} holds white space, which a TREC "
                                 "file cannot carry")
-            lines.append(f"{q} Q0 {d} {rank} {s:.8g} {tag}\n")
+            lines.append(f"{q} Q0 {d} {rank} {s!r} {tag}\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = manifest_path(path)
     for target, text in ((path, "".join(lines)), (meta, json.dumps(pool.manifest, indent=1, sort_keys=True) + "\n")):
@@ -255,7 +259,7 @@ def read_pool(path: str | Path, bench: Benchmark | None = None) -> Pool:
     except RunFileError as e:
         raise PoolError(str(e)) from None
     depth = manifest["depth"]
-    rankings = {q: list(r) for q, r in rf.run.items()}
+    rankings = {q: canonical(r, depth) if len(r) <= depth else list(r) for q, r in rf.run.items()}
     if bench is not None:
         rankings = {q.id: rankings.get(q.id, []) for q in bench.eval_queries}
     deepest = max((len(r) for r in rankings.values()), default=0)
