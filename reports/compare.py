@@ -14,7 +14,9 @@
   the same benchmarks for every ranked row (:func:`headline_set`); rows that lack one of them
   are shown apart with what they lack, and results on a query slice (``--max-queries``) are in no
   table;
-* the stored parameter sweeps of each benchmark (:mod:`reports.sweeps` makes grids of them).
+* the stored parameter sweeps of each benchmark (:mod:`reports.sweeps` makes grids of them);
+* the second-stage track (:class:`reports.second_stage.SecondStage`): rerankers on frozen candidate
+  pools and each pool's reference rows, which are in none of the tables above.
 
 The row classes are in :mod:`reports.rows`, the paired tests, rank intervals, chance checks and
 overview tables in :mod:`reports.ranking`; this module assembles them and re-exports their names.
@@ -47,7 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness import registry
 from harness.store.results import BenchmarkInfo, ResultRecord, Store
-from harness.store.trust import matched_figures, origin, weakest_trust
+from harness.store.trust import matched_figures, weakest_trust
 
 # The rows live in reports.rows and the ranking machinery in reports.ranking; their public names
 # are importable from here too.
@@ -55,8 +57,10 @@ from .ranking import (ALPHA, BASELINE, CHANCE_LEVEL, COMPARATOR, N_RESAMPLES, OT
                       SuiteComparison, SuiteRow, Values, below_chance, chance_floor, headline_set, is_better,
                       measure_higher_is_better, order_rows, rank_intervals, significance, sort_value,
                       suite_comparison, win_tie_loss)
-from .rows import (ENCODER_PARAMS, SLICE_RE, Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec, base_name, is_local,
-                   local_display, measure_sort_key, short_model)
+from .rows import (ENCODER_PARAMS, SLICE_RE, Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec, base_name,
+                   home_suite, is_local, local_display, measure_sort_key, on_pool, short_model, shown_over)
+from . import second_stage
+from .second_stage import SecondStage
 from .text import slugify
 
 __all__ = [
@@ -64,7 +68,7 @@ __all__ = [
     "Aggregate", "BenchmarkComparison", "BenchmarkSection", "ChanceCheck", "ConfigGroup", "Leaderboard", "PairedTest",
     "PerQuery", "SuiteComparison", "SuiteRow", "SuiteSpec", "Values", "assign_trust", "base_name", "below_chance",
     "chance_floor", "collect", "compare", "comparison_suite", "declared_suites", "headline_set", "home_suite",
-    "is_better", "is_local", "local_display", "measure_higher_is_better", "measure_sort_key", "order_rows",
+    "is_better", "is_local", "local_display", "on_pool", "measure_higher_is_better", "measure_sort_key", "order_rows",
     "rank_intervals", "short_model", "shown_over", "significance", "suite_comparison", "suite_comparisons",
     "summary_rows", "win_tie_loss",
 ]
@@ -86,14 +90,6 @@ def declared_suites() -> list[SuiteSpec]:
     return [SuiteSpec.from_entry(name, entry or {}) for name, entry in table.items()]
 
 
-def home_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
-    """The suite a benchmark is shown under: the first suite with a headline that lists it, else
-    the suite named after its task (whose headline the ``other`` table borrows)."""
-    base = base_name(name)
-    listed = next((s for s in specs if s.headline and base in s.benchmarks), None)
-    return listed or next((s for s in specs if s.name == task), None)
-
-
 def comparison_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
     """Whose baselines and comparator a benchmark's rows are tested against: its home suite's when
     that declares them, else those of the first suite that does."""
@@ -103,26 +99,12 @@ def comparison_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteS
     return next((s for s in specs if s.compares), None)
 
 
-def shown_over(a: ResultRecord, b: ResultRecord) -> bool:
-    """Whether a row shows ``a`` rather than ``b``, two results of one configuration and seed: a
-    result computed here before any import, and the most recent of those (its date is this
-    store's); between imports, one that verified before one that did not, then the smaller key.
-    Nothing a file supplies (its date, the order of imports) decides between imports."""
-    mine_a, mine_b = origin(a.extra) is None, origin(b.extra) is None
-    if mine_a != mine_b:
-        return mine_a
-    if mine_a:
-        return (a.created_at, a.id or 0) > (b.created_at, b.id or 0)
-    checked_a, checked_b = (isinstance(origin(r.extra).get("verified"), Mapping)  # type: ignore[union-attr]
-                            for r in (a, b))
-    if checked_a != checked_b:
-        return checked_a
-    return a.key < b.key
-
-
 def collect(store: Store, records: list[ResultRecord] | None = None) -> list[BenchmarkSection]:
-    """Group the store's results into benchmark sections of configuration rows, sorted."""
+    """Group the store's results into benchmark sections of configuration rows, sorted. The results
+    of the second-stage track (rankings of a frozen pool and a pool's reference rows,
+    :func:`reports.rows.on_pool`) are in no section: :mod:`reports.second_stage` compares them."""
     records = store.results() if records is None else records
+    records = [r for r in records if not on_pool(r)]
     infos: dict[str, list[BenchmarkInfo]] = {}
     for b in store.benchmarks():
         infos.setdefault(b.name, []).append(b)
@@ -293,22 +275,29 @@ class BenchmarkComparison:
 
 @dataclass
 class Leaderboard:
-    records: list[ResultRecord]
+    records: list[ResultRecord]  # the results of the ordinary tables (none of the second-stage track)
     benchmarks: list[BenchmarkComparison]
     suites: list[SuiteComparison]
     sweeps: dict[str, list[Mapping[str, Any]]]  # benchmark → its stored sweeps
     per_query: PerQuery
     n_resamples: int = N_RESAMPLES
     alpha: float = ALPHA
+    second_stage: SecondStage = field(default_factory=SecondStage)  # rerankers on frozen pools
+
+    @property
+    def all_records(self) -> list[ResultRecord]:
+        """Every result shown: the ordinary tables' and the second-stage track's (what the cost
+        figures of each are derived from: one result may reuse what another computed)."""
+        return [*self.records, *self.second_stage.records]
 
     @property
     def harness_versions(self) -> list[str]:
-        return sorted({r.harness_version for r in self.records})
+        return sorted({r.harness_version for r in self.all_records})
 
     @property
     def sweep_only(self) -> dict[str, list[Mapping[str, Any]]]:
         """The sweeps of benchmarks that have no leaderboard results (often train/dev splits)."""
-        shown = {b.name for b in self.benchmarks}
+        shown = {b.name for b in self.benchmarks} | {s.name for s in self.second_stage.only}
         return {name: ds for name, ds in self.sweeps.items() if name and name not in shown}
 
     @property
@@ -382,10 +371,15 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
     records = store.results()
     if include is not None:
         records = [r for r in records if include(r)]
+    pooled = [r for r in records if on_pool(r)]
+    records = [r for r in records if not on_pool(r)]
     sections = collect(store, records)
     specs = declared_suites()
-    assign_trust(sections, store.reproductions(shipped=True), specs)
+    reproductions = store.reproductions(shipped=True)
+    assign_trust(sections, reproductions, specs)
     per_query = PerQuery(store)
+    track = second_stage.build(store, pooled, sections, specs, values=per_query.group, n_resamples=n_resamples,
+                               assign=lambda secs: assign_trust(secs, reproductions, specs))
     sweeps: dict[str, list[Mapping[str, Any]]] = {}
     for d in store.sweeps():
         sweeps.setdefault(str(d.get("benchmark", "")), []).append(d)
@@ -412,4 +406,5 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
             s, measures, pq, tests, yardsticks, baselines, comparator, spec.name if spec is not None else None,
             rank_measure, standing, ranks, home.relevance if home else None, home.chance if home else None,
             home.tradeoff if home else None))
-    return Leaderboard(records, benchmarks, suite_comparisons(sections, specs, values=per_query.group, n_resamples=n_resamples), sweeps, per_query, n_resamples)
+    suites = suite_comparisons(sections, specs, values=per_query.group, n_resamples=n_resamples)
+    return Leaderboard(records, benchmarks, suites, sweeps, per_query, n_resamples, second_stage=track)

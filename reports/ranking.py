@@ -36,6 +36,7 @@ COMPARATOR, BASELINE = "reference", "baseline"
 # The overview table of stored benchmarks that no suite with a headline lists.
 OTHER_SUITE = "other"
 CHANCE_LEVEL = "chance level"
+BELOW_CHANCE = "below chance on relevance"  # how a row's reason to be listed apart begins (below_chance)
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,12 +238,15 @@ class ChanceCheck:
 
 
 def below_chance(checks: Sequence[ChanceCheck], measure: str, *, n_resamples: int = N_RESAMPLES,
-                 alpha: float = ALPHA) -> list[str]:
+                 alpha: float = ALPHA, words: tuple[str, str] = (BELOW_CHANCE, "the chance row")) -> list[str]:
     """For each row, why it is below chance on ``measure`` ("" when it is above, or when nothing
     can be compared). A row is above chance when its mean is above the chance row's and a
     two-sided paired randomisation test on their per-query values rejects equality at ``alpha``
     (a ranking that hits a relevant document on a handful of queries is not above chance); a row
-    without per-query values, when its mean is above the chance row's upper 95% bound."""
+    without per-query values, when its mean is above the chance row's upper 95% bound. ``words``: how
+    the reasons say what the row is and what it is compared with (the second-stage track compares
+    a reranker with its pool shuffled: :mod:`reports.second_stage`)."""
+    what, level = words
     tested = [i for i, c in enumerate(checks) if c.mine and c.chance]
     pvalues = dict(zip(tested, paired_randomization_tests([(checks[i].mine, checks[i].chance) for i in tested],
                                                           n_resamples=n_resamples, seed=0)))
@@ -253,12 +257,11 @@ def below_chance(checks: Sequence[ChanceCheck], measure: str, *, n_resamples: in
         elif i in pvalues:
             p = pvalues[i]
             above = c.mine_mean > c.chance_mean and p == p and p < alpha
-            out.append("" if above else f"below chance on relevance: {measure} {c.mine_mean:.3f} against the chance "
-                                         f"row's {c.chance_mean:.3f} (paired randomisation test p = {p:.2g})")
+            out.append("" if above else f"{what}: {measure} {c.mine_mean:.3f} against {level}'s "
+                                         f"{c.chance_mean:.3f} (paired randomisation test p = {p:.2g})")
         elif c.chance_high is not None:
             out.append("" if c.mine_mean > c.chance_high else
-                       f"below chance on relevance: {measure} {c.mine_mean:.3f}, not above the chance row's upper "
-                       f"95% bound {c.chance_high:.3f}")
+                       f"{what}: {measure} {c.mine_mean:.3f}, not above {level}'s upper 95% bound {c.chance_high:.3f}")
         else:
             out.append("")
     return out
@@ -444,7 +447,8 @@ def headline_set(coverage: Mapping[str, frozenset[str]], order: Sequence[str]) -
 def suite_comparison(name: str, description: str, measures: Sequence[str],
                      secs: Sequence[BenchmarkSection], *, relevance: str | None = None,
                      chance: str | None = None, tradeoff: tuple[str, str] | None = None,
-                     values: Values | None = None, n_resamples: int = N_RESAMPLES) -> SuiteComparison:
+                     values: Values | None = None, n_resamples: int = N_RESAMPLES,
+                     chance_words: tuple[str, str] = (BELOW_CHANCE, "the chance row")) -> SuiteComparison:
     """Per configuration label, per benchmark, the row of the shown version (else the newest);
     headline measures averaged over the table's headline benchmarks (:func:`headline_set`) for the
     rows run on all of them, ordered by the first headline measure, best first, then by label,
@@ -452,7 +456,7 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
     then the rows that are not ranked (:attr:`SuiteRow.why_apart`): those that lack a headline
     benchmark (by how many they lack, with no headline figure), reported figures, and rows whose
     ``relevance`` measure is not above the ``chance`` row's (:func:`below_chance`); then the chance
-    row itself."""
+    row itself. ``chance_words``: how a row's reason to be apart names it (:func:`below_chance`)."""
     table: dict[str, dict[str, ConfigGroup]] = {}
     for s in secs:
         shown = s.info.version if s.info is not None else None
@@ -495,7 +499,7 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
         others = [r for r in rows if not r.chance]
         checks = [_chance_check(table[r.label], chance_rows, [b for b in order if b in core], relevance, values)
                   for r in others]
-        for r, why in zip(others, below_chance(checks, relevance, n_resamples=n_resamples)):
+        for r, why in zip(others, below_chance(checks, relevance, n_resamples=n_resamples, words=chance_words)):
             r.below_chance = why
 
     def rank(r: SuiteRow) -> tuple[Any, ...]:

@@ -15,17 +15,26 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from harness.core.registry import POOL_REFERENCE_NAMES
 from harness.measures import sort_key
 from harness.store.results import BenchmarkInfo, ResultRecord
-from harness.store.trust import REPORTED, REPRODUCED, checked_measures
+from harness.store.trust import REPORTED, REPRODUCED, checked_measures, origin
 
 from .text import finite
 
 
 # --------------------------------------------------------------------------------------------
 # measures and names
+
+
+def on_pool(rec: ResultRecord) -> bool:
+    """Whether ``rec`` belongs to the second-stage track (:mod:`reports.second_stage`), never to an
+    ordinary table: a ranking of a frozen candidate pool (its spec names the pool: a reranker, or a
+    run file scored with ``--pool``) or one of a pool's reference rows."""
+    spec = rec.spec if isinstance(rec.spec, Mapping) else {}
+    return bool(spec.get("pool")) or rec.retriever in POOL_REFERENCE_NAMES
 
 
 def measure_sort_key(name: str) -> tuple[int, int, str]:
@@ -257,3 +266,32 @@ class BenchmarkSection:
         """The headline measures, then every other measure a row has, in column order."""
         present = {m for g in self.groups for r in g.records for m in r.measures}
         return list(self.measures) + sorted(present - set(self.measures), key=measure_sort_key)
+
+
+# --------------------------------------------------------------------------------------------
+# where a row is shown, and which of two results of one configuration and seed
+
+
+def home_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
+    """The suite a benchmark is shown under: the first suite with a headline that lists it, else
+    the suite named after its task (whose headline the ``other`` table borrows)."""
+    base = base_name(name)
+    listed = next((s for s in specs if s.headline and base in s.benchmarks), None)
+    return listed or next((s for s in specs if s.name == task), None)
+
+
+def shown_over(a: ResultRecord, b: ResultRecord) -> bool:
+    """Whether a row shows ``a`` rather than ``b``, two results of one configuration and seed: a
+    result computed here before any import, and the most recent of those (its date is this
+    store's); between imports, one that verified before one that did not, then the smaller key.
+    Nothing a file supplies (its date, the order of imports) decides between imports."""
+    mine_a, mine_b = origin(a.extra) is None, origin(b.extra) is None
+    if mine_a != mine_b:
+        return mine_a
+    if mine_a:
+        return (a.created_at, a.id or 0) > (b.created_at, b.id or 0)
+    checked_a, checked_b = (isinstance(origin(r.extra).get("verified"), Mapping)  # type: ignore[union-attr]
+                            for r in (a, b))
+    if checked_a != checked_b:
+        return checked_a
+    return a.key < b.key

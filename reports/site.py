@@ -17,6 +17,11 @@ Pages (``out_dir``):
   comparator retriever (†) and against the best baseline (‡), per-category breakdowns,
   violation-survival curves, score separation and sensitivity heatmaps. Benchmarks that only
   have parameter sweeps get a page too.
+* the second-stage track (:mod:`reports.second_stage`): rerankers on frozen candidate pools and
+  each pool's three reference rows are on no ordinary table; a benchmark page's "Second stage"
+  section has a table per pool (its name, hash, first stage, depth and ceiling above it), the
+  overview a second-stage section per suite with a table per pool name. A benchmark with
+  second-stage results only gets a page too.
 * ``efficiency.html`` — time, LLM calls, tokens and dollars per retriever × benchmark, with totals
   per retriever.
 * ``retriever/<slug>.html`` — one per configuration label: spec, provenance, environment, every
@@ -43,6 +48,13 @@ Stable hooks for browser tests:
 * as rendered, overview and results tables are ordered by their first headline measure (best
   first) and that header carries ``aria-sort``; overview cells: ``td.measure`` (suite means),
   ``td.coverage``, ``td.bench`` (one per ``th.bench[data-benchmark]``);
+* second-stage tables: ``table.second-stage`` with ``data-pool-name`` (and, on a benchmark page,
+  ``data-pool``: the pool's hash), ids ``second-stage-<pool name>-<hash8>`` (benchmark page; the
+  pool's facts in ``#<id>-pool``) and ``second-stage-<suite>-<pool name>`` (overview); its first
+  ``tbody`` holds the ranked rerankers (the one the sort moves), ``tbody.apart`` those not ranked
+  (``span.below-shuffled``: not above the shuffled pool), ``tbody.reference`` the reference rows;
+  every row has ``data-kind`` (``reranker``, ``order``, ``shuffled``, ``oracle``) and
+  ``data-label`` (the stored label); ``p.left-out``: a note counting the results left out;
 * significance marks: ``span.sig.sig-reference`` (†, against the comparator: the class keeps its
   former name) / ``span.sig.sig-baseline`` (‡), class ``better``/``worse``, ``data-p`` the
   Holm-adjusted p, ``title`` its text;

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .compare import (BASELINE, COMPARATOR, Aggregate, BenchmarkComparison, ConfigGroup, Leaderboard,
                       SuiteComparison, SuiteRow, measure_higher_is_better)
+from .second_stage import REFERENCE_SHOWN, StageRow, StageTable
 from .text import fmt_num, measure_decimals, rank_text, round_half_up, slugify
 
 FORMATS = {"json": "json", "md": "md", "latex": "tex"}  # format → file extension
@@ -113,6 +114,34 @@ def suite_data(s: SuiteComparison) -> dict[str, Any]:
                   "missing": [names[b] for b in r.missing],
                   "measures": {m: {"mean": r.means[m], "benchmarks": r.counts[m]} for m in s.measures},
                   "per_benchmark": {names[b]: v for b, v in r.per_benchmark.items()}} for r in s.rows],
+    }
+
+
+def _stage_listed(r: StageRow) -> str:
+    return "reference" if r.reference else "ranked" if r.ranked else "apart"
+
+
+def stage_data(t: StageTable, names: dict[str, str], bench: str | None = None) -> dict[str, Any]:
+    """A second-stage table (:mod:`reports.second_stage`): on ``bench`` (each row's aggregate, with
+    its CI or std), or over a suite's benchmarks (means over its headline benchmarks)."""
+    rows = []
+    for r in t.rows:
+        row: dict[str, Any] = {"label": r.label, "kind": r.kind, "listed": _stage_listed(r),
+                               "rank": list(r.rank) if r.rank else None, "why_not_ranked": r.why, "trust": r.trust,
+                               "seeds": sorted({x.seed for x in r.records})}
+        if bench is not None and bench in r.groups:
+            row["measures"] = {m: _aggregate_data(r.groups[bench].measure(m)) for m in t.measures}
+        else:
+            row["measures"] = {m: {"mean": r.means.get(m)} for m in t.measures}
+            row["missing"] = [names.get(b, b) for b in r.missing]
+        rows.append(row)
+    return {
+        "pool": t.pool_name, "suite": t.suite, "measures": t.measures, "rank_measure": t.rank_measure,
+        "relevance": t.relevance, "headline_benchmarks": [names.get(b, b) for b in t.headline_benchmarks],
+        "pools": {names.get(b, b): {k: m.get(k) for k in ("hash", "depth", "first_stage_label", "queries",
+                                                            "candidates", "ceiling")}
+                  for b, m in t.pools.items()},
+        "left_out": dict(t.left_out), "rows": rows,
     }
 
 
@@ -239,6 +268,57 @@ def markdown_suite(s: SuiteComparison) -> str:
     return "\n".join(lines)
 
 
+def _stage_cells(t: StageTable, r: StageRow, bench: str | None) -> list[tuple[str, str]]:
+    """``(value, ci or ± std)`` per column of a second-stage row, as the pages write them."""
+    out = []
+    for m in t.measures:
+        dec = measure_decimals(m)
+        extra = ""
+        if bench is not None and bench in r.groups:
+            agg = r.groups[bench].measure(m)
+            if agg.mean is not None and agg.std is not None:
+                extra = f"± {fmt_num(agg.std, dec)}"
+            elif agg.mean is not None and agg.ci is not None:
+                extra = f"[{fmt_num(agg.ci[0], 2)}, {fmt_num(agg.ci[1], 2)}]"
+        out.append((fmt_num(r.means.get(m), dec), extra))
+    return out
+
+
+def _stage_rank(r: StageRow) -> str:
+    if r.reference:
+        return REFERENCE_SHOWN.get(r.kind, "reference")
+    return rank_text(r.rank) if r.rank else "not ranked"
+
+
+STAGE_NOTE = ("Rerankers reordering a frozen candidate pool, ranked by {first}; the reference rows (the pool in its "
+              "own order, shuffled, and in its oracle order: the ceiling) are never ranked.")
+
+
+def markdown_stage(t: StageTable, title: str, bench: str | None = None) -> str:
+    lines = [f"## {md_escape(title)}", ""]
+    head = ["reranker", "rank"] + [f"{md_escape(m)} {_arrow(m)}" for m in t.measures]
+    lines += [_md_row(head), "|" + "---|" + "--:|" * (len(head) - 1)]
+    for r in t.rows:
+        cells = [f"{v} {e}".strip() for v, e in _stage_cells(t, r, bench)]
+        why = f" ({md_escape(r.why.split(':')[0])})" if r.why else ""
+        lines.append(_md_row([md_escape(r.label) + why, md_escape(_stage_rank(r))] + cells))
+    lines += ["", STAGE_NOTE.format(first=md_escape(t.rank_measure or "name"))]
+    lines += [md_escape(n) for n in t.notes()]
+    return "\n".join(lines + [""])
+
+
+def latex_stage(t: StageTable, title: str, label: str, bench: str | None = None) -> str:
+    head = ["Reranker", "Rank"] + [_tex_measure(m) for m in t.measures]
+    rows = []
+    for r in t.rows:
+        cells = [_tex_num(v) + (f" {{\\scriptsize {_tex_num(e)}}}" if e.startswith("[") else
+                                f" $\\pm$ {_tex_num(e[2:])}" if e else "") for v, e in _stage_cells(t, r, bench)]
+        why = f" ({r.why.split(':')[0]})" if r.why else ""
+        rows.append([tex_escape(r.label + why), tex_escape(_stage_rank(r)).replace("–", "--")] + cells)
+    caption = tex_escape(f"{title}. " + STAGE_NOTE.format(first=t.rank_measure or "name"))
+    return _tex_table(caption, label, head, rows)
+
+
 # --------------------------------------------------------------------------------------------
 # LaTeX
 
@@ -338,6 +418,35 @@ def documents(board: Leaderboard, fmt: str) -> list[tuple[str, str]]:
         out.append((f"suite/{slug}.{ext}", _suite_text(s, slug, fmt)))
     for b in board.benchmarks:
         out.append((f"bench/{b.slug}.{ext}", _benchmark_text(b, fmt, board.alpha, board.n_resamples)))
+    names = _names(board)
+    for slug, title, t, bench in _stage_tables(board):
+        text = (to_json(stage_data(t, names, bench)) if fmt == "json" else markdown_stage(t, title, bench)
+                if fmt == "md" else latex_stage(t, title, f"beyondsim-{slug}", bench))
+        out.append((f"second-stage/{slug}.{ext}", text))
+    return out
+
+
+def _names(board: Leaderboard) -> dict[str, str]:
+    names = {b.name: b.section.display or b.name for b in board.benchmarks}
+    names.update({s.name: s.display or s.name for s in board.second_stage.only})
+    return names
+
+
+def _stage_tables(board: Leaderboard) -> list[tuple[str, str, StageTable, str | None]]:
+    """``(file slug, title, table, benchmark or None)`` of every second-stage table: the suites' first
+    (per pool name), then each benchmark's (per pool)."""
+    names = _names(board)
+    used: set[str] = set()
+    out: list[tuple[str, str, StageTable, str | None]] = []
+    for suite in board.second_stage.suites:
+        for t in suite.tables:
+            out.append((slugify(f"suite-{suite.name}-{t.pool_name}", used),
+                        f"{suite.name}: second stage on {t.pool_name}", t, None))
+    for bench, tables in board.second_stage.tables.items():
+        for t in tables:
+            shown = names.get(bench, bench)
+            out.append((slugify(f"{shown}-{t.pool_name}-{t.pool_hash[:8]}", used),
+                        f"{shown}: second stage on {t.pool_name} ({t.pool_hash})", t, bench))
     return out
 
 
@@ -345,9 +454,14 @@ def combined(board: Leaderboard, fmt: str) -> str:
     """Every table in one text: JSON as one object ``{"suites": [...], "benchmarks": [...]}``,
     Markdown and LaTeX as the documents one after another."""
     if fmt == "json":
-        return to_json({"suites": [suite_data(s) for s in board.suites],
-                        "benchmarks": [benchmark_data(b, alpha=board.alpha, n_resamples=board.n_resamples)
-                                       for b in board.benchmarks]})
+        data: dict[str, Any] = {"suites": [suite_data(s) for s in board.suites],
+                                "benchmarks": [benchmark_data(b, alpha=board.alpha, n_resamples=board.n_resamples)
+                                               for b in board.benchmarks]}
+        stage = _stage_tables(board)
+        if stage:  # (a board with no second-stage result keeps the shape it had)
+            names = _names(board)
+            data["second_stage"] = [stage_data(t, names, bench) for _, _, t, bench in stage]
+        return to_json(data)
     return "\n".join(text for _, text in documents(board, fmt))
 
 

@@ -14,14 +14,14 @@ from harness.store.results import ResultRecord
 from .. import plots
 from harness import registry
 
-from ..compare import (BASELINE, CHANCE_LEVEL, COMPARATOR, SLICE_RE, BenchmarkComparison, PairedTest, base_name,
-                       is_local, measure_higher_is_better, measure_sort_key)
+from ..compare import (BASELINE, CHANCE_LEVEL, COMPARATOR, SLICE_RE, BenchmarkComparison, BenchmarkSection,
+                       PairedTest, base_name, is_local, measure_higher_is_better, measure_sort_key)
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify
 from harness.store.trust import DESCRIPTIONS, LEVELS
 
-from . import downloads, rowfacts
+from . import downloads, rowfacts, stage
 from .page import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
 
 MARKS = {COMPARATOR: "†", BASELINE: "‡"}
@@ -56,7 +56,11 @@ def protocol_variants(name: str) -> list[dict[str, str]]:
 
 
 def meta(b: BenchmarkComparison) -> dict[str, Any]:
-    s = b.section
+    return section_meta(b.section)
+
+
+def section_meta(s: BenchmarkSection) -> dict[str, Any]:
+    """What a benchmark page's header says of the benchmark."""
     info = s.info
     stats = []
     if info is not None:
@@ -388,7 +392,7 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
             "relevance_threshold": None, "stats": [], "protocols": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
                                    "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None}, "yardsticks": [], "breakdowns": [], "survival": [],
-            "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False}
+            "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False, "second_stage": None}
 
 
 def _checked(g: Any) -> str:
@@ -416,8 +420,13 @@ def render(site: Site) -> None:
             "separation": separation(b),
             "sweeps": sweep_views(sweep_grids(site.board.sweeps.get(b.name, []))),
             "has_results": True,
+            "second_stage": stage.bench_view(site, b.name, b.slug),
         }
         site.page("bench.html", f"bench/{b.slug}.html", sec=view, **_context(site, b.comparator, b.baselines))
+    for s in site.board.second_stage.only:  # benchmarks with second-stage results only
+        view = {**_sweep_only_view(s.display or s.name, s.slug, site.board.sweeps.get(s.name, [])),
+                **section_meta(s), "second_stage": stage.bench_view(site, s.name, s.slug)}
+        site.page("bench.html", f"bench/{s.slug}.html", sec=view, **_context(site, None, ()))
     for name, sweeps in site.board.sweep_only.items():
         slug = site.sweep_slugs[name]
         view = _sweep_only_view(name, slug, sweeps)

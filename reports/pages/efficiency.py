@@ -223,7 +223,7 @@ def cost_points(site: Site, costs: Costs) -> list[dict[str, Any]]:
 
 
 def view(site: Site) -> dict[str, Any]:
-    costs = Costs(site.board.records)
+    costs = Costs(site.board.all_records)  # (a second-stage result may have computed what another reuses)
     rows, data = [], []
     per_label: dict[str, list[dict[str, Any]]] = {}
     for b in site.board.benchmarks:

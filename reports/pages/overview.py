@@ -17,7 +17,7 @@ from ..text import fmt_num, measure_decimals, rank_text, slugify
 from harness.cost.figures import Costs
 from harness.store.trust import DESCRIPTIONS, LEVELS
 
-from . import downloads, rowfacts
+from . import downloads, rowfacts, stage
 from .page import Site, header, initial_aria, legend, rank_title, raw
 from .efficiency import cost_svg
 
@@ -135,7 +135,8 @@ def render(site: Site) -> None:
     used: set[str] = set()
     benchmarks = [{"name": b.section.display or b.name, "slug": b.slug, "task": b.task, "rows": len(b.groups),
                    "results": sum(len(g.records) for g in b.groups), "local": b.section.local,
-                   "slice": b.section.query_slice, "sweeps": len(sweep_grids(board.sweeps.get(b.name, [])))}
+                   "slice": b.section.query_slice, "sweeps": len(sweep_grids(board.sweeps.get(b.name, []))),
+                   "pools": len(board.second_stage.of(b.name))}
                   for b in board.benchmarks]
     sweep_benchmarks = []
     for name, sweeps in board.sweep_only.items():
@@ -148,7 +149,11 @@ def render(site: Site) -> None:
         newest = max(records, key=lambda r: (r.created_at, r.id or 0))
         retrievers.append({"label": label, "slug": site.retriever_slugs[label], "retriever": newest.retriever,
                            "benchmarks": len(rows), "results": len(records)})
-    costs = Costs(board.records)
+    costs = Costs(board.all_records)  # (a second-stage result may have computed what another reuses)
+    track = board.second_stage
+    benchmarks += [{"name": s.display or s.name, "slug": s.slug, "task": s.task, "rows": 0, "results": 0,
+                    "local": s.local, "slice": s.query_slice, "sweeps": len(sweep_grids(board.sweeps.get(s.name, []))),
+                    "pools": len(track.of(s.name))} for s in track.only]
     site.page("index.html", "index.html", suites=[suite_view(site, s, used, costs) for s in board.suites],
-              trust_descriptions=DESCRIPTIONS,
+              second_stage=stage.overview_view(site), trust_descriptions=DESCRIPTIONS,
               benchmarks=benchmarks, sweep_benchmarks=sweep_benchmarks, retrievers=retrievers)

@@ -75,7 +75,7 @@ class Site:
                 for r in g.records:
                     name = slugify(f"{b.slug}-seed{r.seed}", names)
                     self.drilldowns[int(r.id or 0)] = f"retriever/{self.retriever_slugs[g.display]}/{name}.html"
-        bench_used = {b.slug for b in self.board.benchmarks}
+        bench_used = {b.slug for b in self.board.benchmarks} | {s.slug for s in self.board.second_stage.only}
         self.sweep_slugs = {name: slugify(name, bench_used) for name in self.board.sweep_only}
 
     @property
@@ -86,7 +86,7 @@ class Site:
             "title": self.title,
             "generated": now.strftime("%Y-%m-%d %H:%M UTC"),
             "generated_iso": now.isoformat(timespec="seconds"),
-            "n_results": len(self.board.records),
+            "n_results": len(self.board.all_records),
             "harness_versions": self.board.harness_versions,
         }
 
