@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.data import MissingDataError, parse_grade
+from harness.data.readers import check_path, path_is_dir, path_is_file
 from harness.registry import RegistryError, UnknownNameError
 from harness.types import Benchmark, BenchmarkMeta
 
@@ -219,7 +220,7 @@ class BeirBenchmark(LoaderBase):
         sub, split = parse_beir_name(name)
         info = cls.info(name)
         folder = Path(data_dir) / info.subdir
-        if sub not in BEIR_DATASETS and not folder.is_dir():
+        if sub not in BEIR_DATASETS and not path_is_dir(folder):
             raise unknown_beir_name(name, folder)
         if online and cls.missing_files(name, data_dir):
             data, source = cls._from_ir_datasets(name, Path(data_dir))
@@ -289,13 +290,14 @@ class BeirFolder(LoaderBase):
     @staticmethod
     def parse(name: str | Path) -> tuple[Path, str]:
         """``(resolved folder, split)``; a trailing ``:<split>`` is a split unless the whole name is
-        an existing folder."""
+        an existing folder. A path no file system can name (a name in it over 255 bytes) is one
+        ``DataError`` naming it, shortened."""
         raw = str(name)
-        path = Path(raw).expanduser()
+        path = check_path(Path(raw).expanduser())
         head, sep, tail = raw.rpartition(":")
-        if not path.is_dir() and sep and head and _SPLIT_RE.fullmatch(tail):
-            return Path(head).expanduser().resolve(), tail
-        return path.resolve(), "test"
+        if not path_is_dir(path) and sep and head and _SPLIT_RE.fullmatch(tail):
+            return check_path(Path(head).expanduser().resolve()), tail
+        return check_path(path.resolve()), "test"
 
     @classmethod
     def info(cls, name: str) -> BenchmarkMeta:
@@ -319,10 +321,10 @@ class BeirFolder(LoaderBase):
         path, split = cls.parse(name)
         from .diagnostics import find_set_files
 
-        found = find_set_files(path) if split == "test" and path.is_dir() else None
+        found = find_set_files(path) if split == "test" and path_is_dir(path) else None
         if found is not None:
             return f"diagnostic layout: {found[1].name}, {found[2].name}"
-        files = [*beir_files(split), *([violating_file(split)] if (path / violating_file(split)).is_file() else [])]
+        files = [*beir_files(split), *([violating_file(split)] if path_is_file(path / violating_file(split)) else [])]
         return f"BEIR layout: {', '.join(files)}"
 
     @classmethod
@@ -330,7 +332,7 @@ class BeirFolder(LoaderBase):
         path, split = cls.parse(name)
         from .diagnostics import DiagnosticSet, find_set_files
 
-        if split == "test" and path.is_dir() and find_set_files(path) is not None:
+        if split == "test" and path_is_dir(path) and find_set_files(path) is not None:
             return DiagnosticSet.load_folder(path, name=str(path))
         info = cls.info(name)
         cls.require(name, path)

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Collection, Iterable, Iterator, Sequence
 
 from harness.data import (DataError, get_field, iter_jsonl, missing_files, read_json, read_pairs_tsv,
                           read_qrels_tsv, require_files)
+from harness.data.readers import check_path, path_is_file
 from harness.registry import UnknownNameError
 from harness.types import (Benchmark, BenchmarkMeta, Corpus, Document, Judgments, Pair, Query,
                            benchmark_fingerprint)
@@ -405,6 +406,7 @@ def load_beir_folder(root: Path, split: str = "test", keep_unjudged_queries: boo
     ``qrels/<split>.violating.tsv``, when present, lists more (see :func:`add_violating`).
     ``violating_from`` says which of the two the marks came from.
     """
+    check_path(root)  # a path no file system can name: one DataError naming it, not an OSError
     corpus_f, queries_f, qrels_f = (root / f for f in beir_files(split))
     corpus = build_corpus(beir_corpus_records(corpus_f), corpus_f)
     queries = build_queries(beir_query_records(queries_f), queries_f)
@@ -413,7 +415,7 @@ def load_beir_folder(root: Path, split: str = "test", keep_unjudged_queries: boo
     violating = negative_grades(relevance) if negative_violates else {}
     sources = [f"qrels/{split}.tsv grade < 0"] if violating else []
     viol_f = root / violating_file(split)
-    if viol_f.is_file():
+    if path_is_file(viol_f):
         add_violating(read_pairs_tsv(viol_f), viol_f, relevance, violating, corpus, qids, qrels_f)
         sources.append(violating_file(split))
     data = assemble_beir(corpus, queries, relevance, keep_unjudged_queries,

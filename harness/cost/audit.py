@@ -21,18 +21,24 @@
   times its corpus size. Calls whose purpose ends in :data:`PER_DOCUMENT` (made at most once per
   document) are capped at one per document of the benchmark. What cannot be measured or counted
   stays unknown.
+
+Every number read from a stored result or the journal is checked (harness/cost/figures.py:
+:func:`~harness.cost.figures.seconds`, :func:`~harness.cost.figures.usd_amount`): one that is not a
+finite, non-negative amount below its bound is unknown, never 0 and never the bad value; every row
+is finite (:func:`~harness.cost.figures.finite`: no ``Infinity`` or ``NaN`` ever, unknown is null).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .figures import Amount, Costs, Money
-from ..core.ledger import OFFLINE_PHASES, RESULT_RUN_KEY, phase_totals, read_journal
+from .figures import Amount, Costs, Money, count, finite, phase_figures, seconds, usd_amount
+from ..core.ledger import OFFLINE_PHASES, RESULT_RUN_KEY, read_journal
 from ..models.llm import Price, cache_file, price_for
 from ..store.results import BenchmarkInfo, ResultRecord
 
@@ -134,7 +140,12 @@ def _add(a: float | None, b: float | None) -> float | None:
 
 
 def _r(x: float | None, nd: int) -> float | None:
-    return None if x is None else round(float(x), nd)
+    return None if x is None or not math.isfinite(float(x)) else round(float(x), nd)
+
+
+def _tokens(x: Any) -> int | None:
+    """A recorded token count, or ``None`` (unknown) when it is missing or not a count."""
+    return count(x)
 
 
 Partial = Amount  # a sum some of whose terms may be unknown (harness/cost/figures.py)
@@ -167,9 +178,10 @@ class Tally:
     unknown_calls: int = 0
     unpriced: set[str] = field(default_factory=set)
     latency_s: float = 0.0
+    latency_unknown: int = 0  # billed calls whose latency is not a number of seconds
 
     def add_result(self, rec: ResultRecord | UnfinishedRun, costs: Costs | None = None) -> None:
-        t = phase_totals(rec.phases)
+        t = phase_figures(rec.phases)
         c = (costs or Costs([])).of(rec)
         self.queries += t["online_items"]
         self.offline_s = _add(self.offline_s, c.offline_s)
@@ -186,8 +198,10 @@ class Tally:
     def add_calls(self, rec: ResultRecord | UnfinishedRun, calls: Iterable[Mapping[str, Any]]) -> None:
         (self.unfinished if isinstance(rec, UnfinishedRun) else self.results).add(rec.key)
         for c in calls:
+            if not isinstance(c, Mapping):
+                continue
             self.calls += 1
-            pt, ct = c["prompt_tokens"], c["completion_tokens"]
+            pt, ct = _tokens(c.get("prompt_tokens")), _tokens(c.get("completion_tokens"))
             if pt is None or ct is None:
                 self.usage_unknown_calls += 1
             if c["cached"]:
@@ -197,13 +211,18 @@ class Tally:
                 continue
             self.billed_prompt = self.billed_prompt.plus(pt)
             self.billed_completion = self.billed_completion.plus(ct)
-            self.latency_s += float(c.get("latency_s") or 0.0)
-            if c.get("usd") is None:
-                self.unknown_calls += 1
-                if pt is not None and ct is not None:  # tokens known: the price is what is missing
-                    self.unpriced.add(str(c["model"]))
+            lat = seconds(c.get("latency_s") or 0.0)
+            if lat is None:
+                self.latency_unknown += 1
             else:
-                self.usd_known += float(c["usd"])
+                self.latency_s += lat
+            usd = usd_amount(c.get("usd"))
+            if usd is None:
+                self.unknown_calls += 1
+                if pt is not None and ct is not None and c.get("usd") is None:  # the price is what is missing
+                    self.unpriced.add(str(c.get("model")))
+            else:
+                self.usd_known += usd
 
     @property
     def usd(self) -> float | None:
@@ -234,18 +253,18 @@ class Tally:
         total = None if self.offline_s is None and self.online_s is None else (self.offline_s or 0.0) + (self.online_s or 0.0)
         run_total = None if self.run_offline_s is None and self.run_online_s is None else \
             (self.run_offline_s or 0.0) + (self.run_online_s or 0.0)
-        return {**labels, "status": status, "results": len(self.results), "unfinished_runs": len(self.unfinished),
+        return finite({**labels, "status": status, "results": len(self.results), "unfinished_runs": len(self.unfinished),
                 "queries": self.queries,
                 "offline_s": _r(self.offline_s, 4), "online_s": _r(self.online_s, 4), "total_s": _r(total, 4),
                 "run_offline_s": _r(self.run_offline_s, 4), "run_online_s": _r(self.run_online_s, 4),
                 "run_total_s": _r(run_total, 4), "cached": ";".join(sorted(self.cached)),
                 "reused_unrecorded": self.reused_unknown, "cold_derived": self.derived,
                 "qps": _r(self.queries / self.online_s, 4) if self.online_s else None, "cpu_s": _r(self.cpu_s, 4),
-                **self.llm_fields()}
+                **self.llm_fields()})
 
     def model_row(self, model: str) -> dict[str, Any]:
-        return {"model": model, "results": len(self.results), "unfinished_runs": len(self.unfinished),
-                **self.llm_fields(), "latency_s": round(self.latency_s, 4)}
+        return finite({"model": model, "results": len(self.results), "unfinished_runs": len(self.unfinished),
+                       **self.llm_fields(), "latency_s": None if self.latency_unknown else _r(self.latency_s, 4)})
 
 
 @dataclass
@@ -279,7 +298,8 @@ def group(records: Iterable[ResultRecord | UnfinishedRun], by: str = "pair", cos
         if by == "model":
             models: dict[str, list[Mapping[str, Any]]] = {}
             for c in r.llm_calls:
-                models.setdefault(str(c["model"]), []).append(c)
+                if isinstance(c, Mapping):
+                    models.setdefault(str(c.get("model")), []).append(c)
             for m, calls in models.items():
                 tallies.setdefault((m,), Tally()).add_calls(r, calls)
             if r.llm_calls:
@@ -351,15 +371,16 @@ def paper_rows(records: Iterable[ResultRecord], settings: Sequence[str], costs: 
             t = None if any(c.total_s is None for c in rc) else _mean([c.total_s for c in rc])  # type: ignore[misc]
             m = sum((c.usd for c in rc), Money()).scaled(1 / len(rs))
             k = sum((Amount.of([None if x is None else x / 1000 for x in
-                                (c2.get("prompt_tokens"), c2.get("completion_tokens"))]) for r in rs for c2 in r.llm_calls),
+                                (_tokens(c2.get("prompt_tokens")), _tokens(c2.get("completion_tokens")))])
+                     for r in rs for c2 in r.llm_calls if isinstance(c2, Mapping)),
                     Amount()).scaled(1 / len(rs))
             bases = sorted({c.cold_basis for c in rc if c.cold_basis.startswith("derived")})
             cells[s] = {"time_s": _r(t, 2), **m.fields("usd"), **k.fields("tokens_k", 3), "results": len(rs),
                         "cached": ";".join(sorted({x for c in rc for x in c.cached})),
                         "cold_basis": "; ".join(bases), "missing": "" if t is not None else "time not recorded"}
             time_s, usd, tokens = time_s.plus(t), usd + m, tokens + k
-        out.append({"method": label, "settings": cells, **Amount(time_s.known, len(missing) + time_s.unknown).fields(
-            "time_s", 2), **usd.fields("usd"), **tokens.fields("tokens_k", 3), "missing": missing})
+        out.append(finite({"method": label, "settings": cells, **Amount(time_s.known, len(missing) + time_s.unknown).fields(
+            "time_s", 2), **usd.fields("usd"), **tokens.fields("tokens_k", 3), "missing": missing}))
     return out
 
 
@@ -401,17 +422,17 @@ class Cost:
         out = cls()
         unpriced = set()
         for c in calls:
-            pt, ct = c["prompt_tokens"], c["completion_tokens"]
+            pt, ct = _tokens(c.get("prompt_tokens")), _tokens(c.get("completion_tokens"))
             out.calls += 1
             out.prompt += pt or 0
             out.completion += ct or 0
             out.usage_unknown += pt is None or ct is None
-            price = price_for(str(c["model"]), prices)
+            price = price_for(str(c.get("model")), prices)
             usd = None if price is None else price.cost_of(pt, ct)
             if usd is None:
                 out.unknown_calls += 1
                 if price is None:
-                    unpriced.add(str(c["model"]))
+                    unpriced.add(str(c.get("model")))
             else:
                 out.usd_known += usd
         out.unpriced = frozenset(unpriced)
@@ -485,9 +506,10 @@ def measure(records: Iterable[ResultRecord], prices: Mapping[str, Price]) -> dic
     out: dict[str, Rates] = {}
     for r in records:
         rt = out.setdefault(r.label, Rates(r.label))
-        t = phase_totals(r.phases)
-        offline_calls = [c for c in r.llm_calls if c.get("phase") in OFFLINE_PHASES]
-        online_calls = [c for c in r.llm_calls if c.get("phase") not in OFFLINE_PHASES]
+        t = phase_figures(r.phases)
+        calls = [c for c in r.llm_calls if isinstance(c, Mapping)]
+        offline_calls = [c for c in calls if c.get("phase") in OFFLINE_PHASES]
+        online_calls = [c for c in calls if c.get("phase") not in OFFLINE_PHASES]
         if t["online_s"] is not None and t["online_items"] > 0:
             rt.queries += t["online_items"]
             rt.online_s += t["online_s"]
@@ -496,8 +518,8 @@ def measure(records: Iterable[ResultRecord], prices: Mapping[str, Price]) -> dic
             per_doc = [c for c, m in zip(online_calls, marked) if m]
             rt.per_document = rt.per_document + Cost.of(per_doc, prices)
             rt.other_online = rt.other_online + Cost.of([c for c, m in zip(online_calls, marked) if not m], prices)
-            lat_doc = sum(float(c.get("latency_s") or 0.0) for c in per_doc)
-            lat_all = sum(float(c.get("latency_s") or 0.0) for c in online_calls)
+            lat_doc = sum(seconds(c.get("latency_s")) or 0.0 for c in per_doc)
+            lat_all = sum(seconds(c.get("latency_s")) or 0.0 for c in online_calls)
             if lat_doc > 0:  # requests may overlap: the wall time is split in proportion to latency
                 rt.per_document_s += t["online_s"] * lat_doc / max(lat_all, t["online_s"])
             rt.measured_on[r.benchmark] = rt.measured_on.get(r.benchmark, 0) + t["online_items"]
@@ -505,7 +527,7 @@ def measure(records: Iterable[ResultRecord], prices: Mapping[str, Price]) -> dic
             off = Cost.of(offline_calls, prices)
             rt.offline_llm = rt.offline_llm or bool(offline_calls)
             rt.offline_by_benchmark.setdefault(base_benchmark(r.benchmark), []).append((t["offline_s"], off))
-            docs = int(r.phases.get("index", {}).get("items", 0) or 0)
+            docs = int(count((r.phases.get("index") or {}).get("items") if isinstance(r.phases, Mapping) else 0) or 0)
             if docs > 0:
                 rt.docs += docs
                 rt.docs_offline_s += t["offline_s"]
@@ -576,8 +598,8 @@ class Projection:
     not_projected: list[dict[str, str]]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"benchmarks": self.targets, "rates": self.rates, "rows": self.rows, "totals": self.totals,
-                "not_projected": self.not_projected}
+        return finite({"benchmarks": self.targets, "rates": self.rates, "rows": self.rows, "totals": self.totals,
+                       "not_projected": self.not_projected})
 
 
 def _cost_fields(c: Cost, unknown_offline: bool = False) -> dict[str, Any]:

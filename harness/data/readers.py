@@ -7,6 +7,7 @@ missing file with the list of files the loader needs plus the official source to
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
 import os
@@ -39,6 +40,83 @@ class MissingDataError(UserError, FileNotFoundError):
         )
 
 
+NAME_MAX = 255
+"""Bytes in one name of a path (a folder or a file) on the common file systems (ext4, XFS, APFS, NTFS)."""
+PATH_MAX = 4096
+"""Bytes in a whole path on Linux."""
+
+
+def short_path(path: Path | str, n: int = 120, part: int = 40) -> str:
+    """A path as a message quotes it: each name longer than ``part`` characters cut in its middle
+    (``aaaa…aaaa (300 characters)``), then the whole cut in its middle to about ``n`` characters."""
+    def cut(name: str) -> str:
+        if len(name) <= part:
+            return name
+        keep = max(4, (part - 20) // 2)
+        return f"{name[:keep]}…{name[-keep:]} ({len(name)} characters)"
+
+    text = str(path)
+    text = "/".join(cut(x) for x in text.split("/"))
+    if len(text) > n:
+        text = f"{text[:n // 2 - 1]}…{text[-(n // 2 - 1):]}"
+    return text
+
+
+def path_too_long(path: Path | str) -> str | None:
+    """Why the file system cannot name ``path`` (a name in it longer than :data:`NAME_MAX` bytes, or
+    the whole longer than :data:`PATH_MAX`), or ``None``."""
+    text = os.fsencode(str(path))
+    for name in text.split(b"/"):
+        if len(name) > NAME_MAX:
+            return (f"a name in this path is {len(name)} bytes long; file systems allow at most {NAME_MAX} "
+                    "(is the path mistyped?)")
+    if len(text) > PATH_MAX:
+        return f"the path is {len(text)} bytes long; at most {PATH_MAX} are allowed"
+    return None
+
+
+def check_path(path: Path | str) -> Path:
+    """``path``, or a ``DataError`` (naming it, shortened) when no file system can name it; call it
+    before a benchmark's path is first looked at, so a mistyped path is one line, not a traceback."""
+    why = path_too_long(path)
+    if why is not None:
+        raise DataError(short_path(path), None, why)
+    return Path(path)
+
+
+def _stat_error(path: Path, e: OSError) -> DataError:
+    why = path_too_long(path) if e.errno == errno.ENAMETOOLONG else None
+    return DataError(short_path(path), None, why or f"cannot be looked at: {os.strerror(e.errno or 0) or e}")
+
+
+def path_exists(path: Path | str) -> bool:
+    """``Path.exists`` that says what is wrong with a path it cannot look at (a name too long, a
+    folder it may not enter) in one ``DataError`` naming it, instead of an ``OSError``."""
+    p = Path(path)
+    try:
+        return p.exists()
+    except OSError as e:
+        raise _stat_error(p, e) from None
+
+
+def path_is_dir(path: Path | str) -> bool:
+    """``Path.is_dir`` with :func:`path_exists`' errors."""
+    p = Path(path)
+    try:
+        return p.is_dir()
+    except OSError as e:
+        raise _stat_error(p, e) from None
+
+
+def path_is_file(path: Path | str) -> bool:
+    """``Path.is_file`` with :func:`path_exists`' errors."""
+    p = Path(path)
+    try:
+        return p.is_file()
+    except OSError as e:
+        raise _stat_error(p, e) from None
+
+
 def default_data_dir(explicit: str | Path | None = None) -> Path:
     """``--data-dir``, else ``BEYONDSIM_DATA``, else ``../shared/data`` when present, else ``./data``."""
     if explicit:
@@ -60,8 +138,9 @@ def default_home(explicit: str | Path | None = None) -> Path:
 
 
 def missing_files(root: Path, files: Sequence[str]) -> list[str]:
-    """The entries of ``files`` (relative to ``root``) that do not exist."""
-    return [f for f in files if not (Path(root) / f).exists()]
+    """The entries of ``files`` (relative to ``root``) that do not exist; a path no file system can
+    name is a ``DataError`` naming it (:func:`path_exists`)."""
+    return [f for f in files if not path_exists(Path(root) / f)]
 
 
 def require_files(benchmark: str, root: Path, files: Sequence[str], source: str) -> None:
@@ -83,7 +162,9 @@ def not_utf8(path: Path) -> DataError:
 
 
 def read_lines(path: Path, newline: str | None = None) -> Iterator[str]:
-    """The lines of a UTF-8 text file; a byte that is not UTF-8 raises ``DataError`` naming its line."""
+    """The lines of a UTF-8 text file; a byte that is not UTF-8 raises ``DataError`` naming its line,
+    a path no file system can name one naming the path."""
+    check_path(path)
     with open(path, encoding="utf-8", newline=newline) as f:
         try:
             yield from f

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sys
 import threading
@@ -23,6 +24,46 @@ def _texts_hash(texts: Sequence[str]) -> str:
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()
+
+
+MAX_SECONDS = 1e7
+"""The largest number of seconds a cost record may hold (about 116 days): a larger one, like a
+negative one, is not a measurement."""
+MAX_USD = 1e6
+"""The largest number of dollars a cost record may hold."""
+COST_BOUNDS = {"wall_s": MAX_SECONDS, "cpu_s": MAX_SECONDS, "latency_s": MAX_SECONDS, "usd": MAX_USD,
+               "rows": 1e12}
+"""The numeric fields of a cost record and the bound of each; each may be absent or null (unknown)."""
+
+
+def amount(value: Any, bound: float) -> float | None:
+    """``value`` as a float when it is a finite number in ``[0, bound)`` (a JSON number, never a
+    bool or a string); ``None`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        v = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return v if math.isfinite(v) and 0 <= v < bound else None
+
+
+def bad_cost_field(record: Any) -> tuple[str, Any] | None:
+    """The first field of a cost record that is not a cost (:data:`COST_BOUNDS`), with its value;
+    ``("(record)", record)`` when the record is not a JSON object; ``None`` when it is sound."""
+    if not isinstance(record, dict):
+        return "(record)", record
+    for name, bound in COST_BOUNDS.items():
+        v = record.get(name)
+        if v is not None and amount(v, bound) is None:
+            return name, v
+    return None
+
+
+def shown(value: Any, n: int = 40) -> str:
+    """A value as a warning quotes it: its ``repr``, cut to ``n`` characters."""
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + "…"
 
 
 CHECKSUM_CHARS = 32
@@ -61,6 +102,7 @@ class EmbeddingCache:
     def __init__(self, root: Path, warn: Callable[[str], None] = warn_stderr):
         self.root, self.warn = Path(root), warn
         self.discarded = 0
+        self._warned: set[Path] = set()  # the cost records already reported as bad (one line each)
 
     def entries(self, folder: str, key: str) -> list[Path]:
         """The checksummed files of ``key`` (normally one)."""
@@ -107,12 +149,39 @@ class EmbeddingCache:
                 tmp.unlink(missing_ok=True)
 
     def recorded_cost(self, folder: str, name: str) -> dict[str, Any] | None:
-        """What ``<folder>/<name>.json`` recorded; ``None`` when absent or unreadable."""
+        """What ``<folder>/<name>.json`` recorded; ``None`` when absent, unreadable or not a sound cost
+        record (each of :data:`COST_BOUNDS` present a finite number in its range, or null): a record
+        that is there but bad is reported through ``warn`` (one line naming the file and the field)
+        and ignored, so what it was to say is unknown, never 0 and never the bad value."""
+        path = self.root / folder / f"{name}.json"
         try:
-            d = json.loads((self.root / folder / f"{name}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return None
-        return d if isinstance(d, dict) else None
+        except (OSError, ValueError) as e:  # ValueError: not UTF-8
+            self._bad(path, f"unreadable ({type(e).__name__})")
+            return None
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError):
+            self._bad(path, "not valid JSON")
+            return None
+        bad = bad_cost_field(d)
+        if bad is not None:
+            field_name, value = bad
+            bound = COST_BOUNDS.get(field_name)
+            want = "a JSON object" if bound is None else f"a finite number in [0, {bound:g})"
+            self._bad(path, f"{'the record' if bound is None else f'field {field_name!r}'} is {shown(value)}, "
+                            f"must be {want}")
+            return None
+        return d
+
+    def _bad(self, path: Path, problem: str) -> None:
+        """One warning line per bad record (naming it and what is wrong), however often it is read."""
+        if path in self._warned:
+            return
+        self._warned.add(path)
+        self.warn(f"cost record {path}: {problem}; the record is ignored and what it records counted as unknown")
 
     def put(self, folder: str, key: str, arr: np.ndarray) -> Path:
         """Store ``arr`` under ``key`` (tmp file, checksum, rename) and drop the key's other files."""

@@ -8,10 +8,13 @@ is listed by name with no facts, never a guessed number."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+from typing import Any, Callable, Mapping
 
 FACTS_KEY = "model_facts"
 CACHE_NAME = "model-facts"
+FACT_BOUNDS = {"parameters": 10 ** 13, "dimension": 10 ** 6, "max_tokens": 10 ** 9}
+"""Each number a facts record may hold, and the bound it stays below: a whole number ≥ 1, or null."""
 
 
 def display_name(model: str) -> str:
@@ -26,9 +29,41 @@ def display_name(model: str) -> str:
 def _int(x: Any) -> int | None:
     try:
         v = int(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         return None
     return v if v > 0 else None
+
+
+def _fact(v: Any, bound: int) -> int | None | bool:
+    """A recorded fact: the whole number, ``None`` when null, ``False`` when it is not a fact."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not
+                                                                      (math.isfinite(v) and v.is_integer())):
+        return False
+    return int(v) if 1 <= v < bound else False
+
+
+def recorded_facts(record: Any, name: str, where: str = "", warn: Callable[[str], None] | None = None
+                   ) -> dict[str, Any] | None:
+    """The facts a ``model-facts`` record read back from the cache holds, checked: ``None`` (with one
+    warning line through ``warn`` naming ``where`` and the field) when it is not an object or a fact
+    is not a whole number in its range (:data:`FACT_BOUNDS`) — then the model's facts are unknown,
+    never the bad value. The model is named as ``name`` says, whatever the record says."""
+    if not isinstance(record, Mapping):
+        return None
+    out: dict[str, Any] = {"model": display_name(name), "role": str(record.get("role") or "encoder")[:40]}
+    for key, bound in FACT_BOUNDS.items():
+        v = _fact(record.get(key), bound)
+        if v is False:
+            if warn is not None:
+                shown = repr(record.get(key))
+                shown = shown if len(shown) <= 40 else shown[:40] + "…"
+                warn(f"model facts record {where or name}: field {key!r} is {shown}, must be a whole number in "
+                     f"[1, {bound:g}); the record is ignored and the model's facts counted as unknown")
+            return None
+        out[key] = v
+    return out
 
 
 def read_facts(name: str, model: Any, role: str = "encoder") -> dict[str, Any]:
@@ -56,7 +91,9 @@ def pool_facts(pool: Any) -> list[dict[str, Any]]:
             if cache is not None:
                 cache.record_cost(pool.fingerprint(name), CACHE_NAME, facts)
         elif cache is not None:
-            facts = cache.recorded_cost(pool.fingerprint(name), CACHE_NAME)
+            folder = pool.fingerprint(name)
+            facts = recorded_facts(cache.recorded_cost(folder, CACHE_NAME), name,
+                                   str(cache.root / folder / f"{CACHE_NAME}.json"), cache.warn)
         out.append(dict(facts) if facts else {"model": display_name(name), "role": "encoder", "parameters": None,
                                              "dimension": None, "max_tokens": None})
     return out

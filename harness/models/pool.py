@@ -8,7 +8,9 @@ the SHA-256 of its bytes (:class:`~harness.models.embedding_cache.EmbeddingCache
 load: a damaged entry is reported by path, removed and recomputed. Next to each entry,
 ``<key>.cost.json`` records what computing it cost (wall and CPU seconds), and
 ``<fingerprint>/model-load.json`` what loading the model's weights cost; a result that reuses them is
-charged that as its cold cost (:meth:`harness.core.ledger.Ledger.reuse`, harness/cost/figures.py).
+charged that as its cold cost (:meth:`harness.core.ledger.Ledger.reuse`, harness/cost/figures.py). A
+record read back is checked (:meth:`~harness.models.embedding_cache.EmbeddingCache.recorded_cost`): a
+bad one is one warning naming the file and the field, and the artefact's cost counts as unknown.
 
 Which model a name means, and its pooling, is :mod:`harness.models.resolve`'s.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -26,8 +29,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .embedding_cache import EmbeddingCache, _texts_hash, warn_stderr
+from .llm_accounts import redact
 from .onnx import DEFAULT_BACKEND, ONNX_VARIANTS, _import_onnxruntime, check_backend, load_onnx_encoder
-from .resolve import (POOLING_MODES, EncoderError, default_device, hub_offline_uncached, model_fingerprint, one_line,
+from .resolve import (POOLING_MODES, EncoderError, default_device, hub_offline_uncached, model_fingerprint,
                       packaged_model_names, resolve_model)
 from ..core.progress import NullProgress
 
@@ -85,7 +89,7 @@ def load_encoder(name: str, device: str | None = None, max_length: int | None = 
         model = SentenceTransformer(rm.load_target, device=device or default_device(),
                                     local_files_only=rm.source != "hub")
     except Exception as e:  # noqa: BLE001 - add where we looked to whatever failed
-        raise EncoderError(f"cannot load encoder {name!r} from {rm.source}{hint}: {one_line(e)}") from e
+        raise EncoderError(f"cannot load encoder {name!r} from {rm.source}{hint}: {_error_line(e)}") from e
     if max_length:
         model.max_seq_length = int(max_length)
     if pooling:
@@ -93,6 +97,14 @@ def load_encoder(name: str, device: str | None = None, max_length: int | None = 
     if backend != DEFAULT_BACKEND:
         model = load_onnx_encoder(model, backend, onnx_folder, warn)
     return model
+
+
+def _error_line(error: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line, secrets redacted *before* it is cut to ``limit``
+    characters (a hub error can quote a request's headers; a cut made first can keep a token's prefix)."""
+    tokens = [os.environ.get(v, "") for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN")]
+    text = " ".join(redact(str(error), tokens).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _backend_field(backend: str) -> dict[str, str]:
