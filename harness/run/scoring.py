@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import __version__ as HARNESS_VERSION
 from ..core.errors import UserError
+from ..core.leakage import family_key, same_benchmark
 from ..core.registry import RetrieverSpec, check_label, load_benchmark
 from ..core.types import Benchmark, Corpus, Judgments, Run, as_run
 from ..data.readers import default_data_dir
@@ -239,9 +240,10 @@ def run_file_record(scores: Scores, label: str, pool: "pooling.Pool | None" = No
     where = str(meta_path)
     declared = _declared_seconds(meta, where) if meta else {}
     training = _training(meta)
-    base = scores.benchmark.split(":", 1)[0]
-    for t in training:
-        if t["benchmark"] == scores.benchmark or (t["benchmark"] == base and t["benchmark_version"] == scores.benchmark_version):
+    for t in training:  # names compared as the leakage checks compare them (case, slices)
+        if same_benchmark(t["benchmark"], scores.benchmark) or (
+                family_key(t["benchmark"]) == family_key(scores.benchmark) and ":" not in t["benchmark"]
+                and t["benchmark_version"] == scores.benchmark_version):
             raise UserError(f"{where}: field data.training data: the run declares training on {t['benchmark']}, the "
                             "split it is scored on; refusing to store a run that saw its test data")
     spec = RetrieverSpec(RUN_FILE, {"sha256": rf.sha256, "tag": rf.tag}, label)
