@@ -211,7 +211,7 @@ class Rerank:
     def default_label(params: RerankParams) -> str:
         """``rerank(<first stage> → <cross-encoder>)``, at most the label limit."""
         label = f"{NAME}({stage_label(params.first_stage_spec())} → {_model_label(params.model)})"
-        return label if len(label) <= MAX_LABEL_CHARS else label[:MAX_LABEL_CHARS - 2] + "…)"
+        return label if len(label) <= MAX_LABEL_CHARS else label[:MAX_LABEL_CHARS - 4] + "...)"
 
     @contextlib.contextmanager
     def _timed(self, ctx: RunContext, default_phase: str, stage: str, items: int = 0) -> Iterator[None]:

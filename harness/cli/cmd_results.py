@@ -91,8 +91,11 @@ def export_cmd(
     benchmark = stored_benchmark_name(benchmark) if benchmark else None
     with open_store(home) as store:
         if fmt == "trec":
-            n = export_trec(store, Path(path), benchmark, retriever)
-        elif path == "-":
+            n, files = export_trec(store, Path(path), benchmark, retriever)
+            console.print(f"exported {n} result(s): wrote {len(files)} file(s) in {path} ({n} TREC run file(s) and "
+                          f"{len(files) - n} ir_metadata file(s))", highlight=False, markup=False, soft_wrap=True)
+            return
+        if path == "-":
             n = export_jsonl(store, sys.stdout, benchmark=benchmark, retriever=retriever)
         else:
             tmp = Path(path).with_name(f".{Path(path).name}.tmp")
@@ -195,7 +198,7 @@ def verify_cmd(
     the submitted rankings, PairAcc without both pair documents ranked) are listed as not
     recomputable. Exit code 1 when any result fails; with --import nothing is stored then.
     A results repository's CI runs: beyondsim verify <bundle>.jsonl --data-dir <data>"""
-    from ..store.exchange import ImportedLine, import_items, read_export_file, shown_benchmark
+    from ..store.exchange import ImportedLine, import_items, plain, read_export_file, shown_benchmark
     from ..record.verify import verify_items
 
     source = "<stdin>" if path == "-" else path
@@ -210,14 +213,14 @@ def verify_cmd(
         t.add_column(c, overflow="fold")
     for r in report.lines:
         rec = r.item.record
-        t.add_row(f"{rec.label} (seed {rec.seed}) {rec.key}", shown_benchmark(rec.benchmark),
-                  f"{len(r.recomputed)}: {', '.join(r.recomputed)}" if r.recomputed else "0",
-                  ", ".join(r.not_recomputable) or "–",
+        t.add_row(f"{plain(rec.label)} (seed {rec.seed}) {plain(rec.key)}", shown_benchmark(rec.benchmark),
+                  f"{len(r.recomputed)}: {', '.join(map(plain, r.recomputed))}" if r.recomputed else "0",
+                  ", ".join(map(plain, r.not_recomputable)) or "–",
                   Text("verified", style="green") if r.ok else Text(f"FAILED ({len(r.problems)})", style="bold red"))
     out.print(t)
     for r in report.lines:
         for m, why in r.not_recomputable.items():
-            out.print(f"{r.what}: not recomputable: {m}: {why}", soft_wrap=True)
+            out.print(f"{r.what}: not recomputable: {plain(m)}: {why}", soft_wrap=True)
     for p in report.problems:
         out.print(p, soft_wrap=True)
     failed = sum(not r.ok for r in report.lines)
@@ -231,8 +234,8 @@ def verify_cmd(
         known: dict[str, set[str]] = {}
         for b in store.benchmarks():
             known.setdefault(b.name, set()).add(b.version)
-        mixed = [f"{it.where}: result {it.record.key} is of {it.record.benchmark} version "
-                 f"{it.record.benchmark_version}, but this store holds version(s) "
+        mixed = [f"{it.where}: result {it.record.key} is of {shown_benchmark(it.record.benchmark)} version "
+                 f"{plain(it.record.benchmark_version)}, but this store holds version(s) "
                  f"{', '.join(sorted(known[it.record.benchmark]))}" for it in report.verified
                  if it.record.benchmark_version not in known.get(it.record.benchmark, {it.record.benchmark_version})]
         if mixed:

@@ -22,6 +22,7 @@ import importlib
 import json
 import math
 import os
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -70,15 +71,64 @@ def shown(name: str, limit: int = 80) -> str:
     return repr(name) if len(name) <= limit else repr(name[:limit]) + f"… ({len(name)} characters)"
 
 
-def check_label(label: str, what: str = "label") -> str:
-    """``label`` unchanged when it can name a configuration: at most :data:`MAX_LABEL_CHARS`
-    characters, no control characters; else a ValueError naming the problem."""
-    if len(label) > MAX_LABEL_CHARS:
-        raise ParamError(f"{what} {shown(label)} is {len(label)} characters long; at most {MAX_LABEL_CHARS} are allowed")
-    bad = sorted({f"U+{ord(c):04X}" for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+# Code points that render as nothing (or as blank) wherever a label is shown, so that two labels that
+# look the same could name two configurations: Unicode's Default_Ignorable_Code_Point set
+# (DerivedCoreProperties.txt: soft hyphen, combining grapheme joiner, the Hangul fillers, the
+# Mongolian free variation selectors and vowel separator, zero-width and bidirectional controls,
+# variation selectors, the interlinear annotation controls, tags, ...) plus the blank look-alikes
+# that are not in it (U+2800 BRAILLE PATTERN BLANK). Checked with :func:`invisible` beside the
+# general categories Cc, Cf, Cs, Zl and Zp.
+_INVISIBLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800),
+    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# how the board tells apart rows that share a label: "<label> (<first 6 hex digits of the spec hash>)"
+# (reports/compare.py); a label of that form would pass for another configuration's row
+DISAMBIGUATED = re.compile(r".+ \([0-9a-f]{6}\)")
+
+
+def invisible(c: str) -> bool:
+    """Whether the character ``c`` is a control, format or separator character or a default-ignorable
+    (or blank) code point: one that shows as nothing where a label is printed."""
+    o = ord(c)
+    return unicodedata.category(c) in _INVISIBLE_CATEGORIES or any(lo <= o <= hi for lo, hi in _INVISIBLE_RANGES)
+
+
+def check_label(label: str, what: str = "label", *, normal_form: bool = False) -> str:
+    """``label`` as it names a configuration: in Unicode normal form NFKC, surrounding white space
+    (a no-break space too) stripped; a :class:`ParamError` naming the problem when it cannot name
+    one: empty, longer than :data:`MAX_LABEL_CHARS` characters, holding a control, format or
+    default-ignorable character (:func:`invisible`), starting with a combining mark, or of the form
+    the board gives a row it tells apart from another of the same label (``name (9868ca)``).
+    ``normal_form``: a label that normalising would change is refused too (a label read from a
+    file, which is stored as it is written)."""
+    if not isinstance(label, str):
+        raise ParamError(f"{what} must be a text, not {type(label).__name__}")
+    bad = sorted({f"U+{ord(c):04X}" for c in label if invisible(c)})
     if bad:
-        raise ParamError(f"{what} {shown(label)} contains control or invisible characters ({', '.join(bad)})")
-    return label
+        raise ParamError(f"{what} {ascii(label[:80])} contains control or invisible characters ({', '.join(bad)})")
+    norm = unicodedata.normalize("NFKC", label).strip()
+    bad = sorted({f"U+{ord(c):04X}" for c in norm if invisible(c)})
+    if bad:  # (NFKC maps U+FFA0 to U+1160, a filler too)
+        raise ParamError(f"{what} {ascii(label[:80])} contains control or invisible characters ({', '.join(bad)})")
+    if not norm:
+        raise ParamError(f"{what} {shown(label)} is empty" + (" after stripping white space" if label else ""))
+    if normal_form and norm != label:
+        raise ParamError(f"{what} {shown(label)} is not in normal form (Unicode NFKC, no surrounding white space): "
+                         f"it would be {shown(norm)}")
+    if len(norm) > MAX_LABEL_CHARS:
+        raise ParamError(f"{what} {shown(norm)} is {len(norm)} characters long"
+                         + (" in normal form (Unicode NFKC)" if len(norm) != len(label.strip()) else "")
+                         + f"; at most {MAX_LABEL_CHARS} are allowed")
+    if unicodedata.category(norm[0]).startswith("M"):
+        raise ParamError(f"{what} {ascii(norm[:80])} starts with a combining mark (U+{ord(norm[0]):04X})")
+    if DISAMBIGUATED.fullmatch(norm):
+        raise ParamError(f"{what} {shown(norm)} ends in ' (<6 hex digits>)', how the board names one of two rows "
+                         "that share a label: it would pass for another configuration's row; choose another label")
+    return norm
 
 
 def unknown(kind: str, name: str, known: list[str], hint: str = "", candidates: list[str] | None = None) -> RegistryError:
@@ -389,7 +439,10 @@ def make_spec(name: str, params: Mapping[str, Any] | None = None, label: str = "
     """Validate ``params`` against the retriever's dataclass and fill in defaults. A ``module:Class``
     that is also known by a registered name is stored under that name
     (:func:`canonical_retriever_name`)."""
-    check_label(label or name, "retriever label" if label else "retriever name")
+    if label:
+        label = check_label(label, "retriever label")  # stored as it names the configuration: normalised
+    else:
+        check_label(name, "retriever name")
     name = canonical_retriever_name(name)
     cls = get_retriever_class(name)
     p = build_params(params_class(cls), params or {}, f"retriever {name!r}", name)

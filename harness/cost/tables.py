@@ -3,9 +3,8 @@ the sums): rich tables, CSV and JSON of the audit rows, the paper view and the p
 
 from __future__ import annotations
 
-import csv
-import io
 import json
+import math
 from typing import Any, Mapping, Sequence
 
 from rich.table import Table
@@ -218,24 +217,36 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def csv_cell(v: Any) -> Any:
-    """A CSV cell: ``None`` empty; a text that a spreadsheet would read as a formula (it starts with
-    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) prefixed with ``'``; numbers unchanged."""
+    """A CSV cell: ``None`` empty; finite numbers unchanged; anything else as its text, which, when
+    a spreadsheet would read it as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return: ``-inf`` too), is prefixed with ``'``."""
     if v is None:
         return ""
-    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + v
-    return v
+    if not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))):
+        return v
+    text = v if isinstance(v, str) else str(v)
+    return "'" + text if text[:1] in FORMULA_STARTS else text
 
 
 def to_csv(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None) -> str:
-    """Rows as CSV (:func:`csv_cell`); the header is ``fields``, else the first row's keys."""
-    buf = io.StringIO()
+    """Rows as CSV; the header is ``fields``, else the first row's keys. Every cell, the header's
+    too (a column may be named by a measure or a key read from a file), goes through
+    :func:`csv_cell`."""
     names = list(fields or (rows[0].keys() if rows else ["retriever"]))
-    w = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    w.writerows([{k: csv_cell(r.get(k)) for k in names} for r in rows])
-    return buf.getvalue()
+    lines = [[csv_cell(str(k)) for k in names], *([csv_cell(r.get(k)) for k in names] for r in rows)]
+    return "".join(",".join(map(_quoted, cells)) + "\n" for cells in lines)
+
+
+def _quoted(cell: Any) -> str:
+    """One CSV field as the csv module's minimal quoting writes it, a carriage return included
+    among what is quoted (the csv module leaves a lone one bare with a ``\\n`` line end, which
+    splits the row for every reader)."""
+    text = str(cell)
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\r\n') else text
 
 
 def projection_csv(p: Projection) -> str:

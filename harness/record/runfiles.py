@@ -3,7 +3,10 @@ run metadata in the ir_metadata format (https://www.ir-metadata.org: a YAML docu
 follow the PRIMAD model — platform, implementation, method, data — as TIREx and CLEF LongEval ask
 of submitted runs).
 
-``<benchmark>__<label>__<spec hash>__seed<N>.trec`` holds the ranking; ``….ir-metadata.yml`` holds:
+``<benchmark>__<label>__k<N>__<spec hash>__seed<N>.trec`` holds the ranking (:func:`file_stems`:
+each part cut, with a short hash of it, so that a name is at most :data:`MAX_NAME_BYTES` bytes;
+never starting with a dot or a dash; the result key added when two results would still share a
+name); ``….ir-metadata.yml`` holds:
 
 * ``tag`` (the run tag of the TREC file) and ``research goal.description``;
 * ``platform``: ``hardware.cpu.architecture``, ``hardware.gpu.model`` (on a GPU),
@@ -20,24 +23,37 @@ of submitted runs).
   (harness/cost/figures.py).
 
 A benchmark read from a folder is named by its folder name, never by the path it was run from;
-nothing in the file names a local folder or an API key (results never store one).
+nothing in the file names a local folder or an API key (results never store one). A TREC run file's
+fields are separated by white space, so a result whose query or document ids hold white space
+cannot be written as one: the export refuses it, naming the result and the id, before it writes
+any file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..cost.figures import Costs
-from ..store.exchange import base_name, names_folder
+from ..core.errors import UserError
+from ..store.exchange import base_name, names_folder, plain
+from ..store.results import slot_of
 from ..core.ledger import call_totals
 from ..models.facts import FACTS_KEY
 from ..store.provenance import run_command
 from ..core.registry import registered_info
 
 METADATA_SUFFIX = ".ir-metadata.yml"
+RUN_SUFFIX = ".trec"
+MAX_NAME_BYTES = 200  # a file name, suffix included (file systems allow 255; the temporary file adds a few)
+_HASH = 8  # hex digits of the hash that keeps a cut part of a name unique
+
+
+class TrecExportError(UserError, ValueError):
+    """A result that cannot be written as a TREC run file; nothing was written."""
 
 
 def where(benchmark: str) -> str:
@@ -110,31 +126,103 @@ def metadata(rec: Any, costs: Costs, tag: str) -> dict[str, Any]:
     return doc
 
 
-def export_trec(store: Any, out_dir: Path, benchmark: Optional[str] = None, retriever: Optional[str] = None) -> int:
+def _part(text: str, limit: int) -> str:
+    """``text`` as one part of a file name: runs of characters other than letters, digits, ``.``,
+    ``_`` and ``-`` as ``_``; no leading or trailing ``.``, ``_`` or ``-`` (never a hidden file, never
+    an option); at most ``limit`` characters, a longer one cut and ended by a hash of the whole."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-") or "x"
+    if len(clean) <= limit:
+        return clean
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH]
+    return (clean[:max(1, limit - _HASH - 1)].rstrip("._-") or "x") + "-" + digest
+
+
+def _stem(rec: Any, extra: Sequence[str] = ()) -> str:
+    """``<benchmark>__<label>__k<N>[__<extra>…]__<spec hash>__seed<N>``, at most
+    :data:`MAX_NAME_BYTES` bytes with the longest suffix: the benchmark and the label share what the
+    fixed parts leave (each cut with its hash by :func:`_part`)."""
+    fixed = [f"k{int(rec.k)}", *(_part(x, 64) for x in extra), _part(str(rec.spec_hash), 64), f"seed{int(rec.seed)}"]
+    room = MAX_NAME_BYTES - len(max(RUN_SUFFIX, METADATA_SUFFIX, key=len)) - sum(map(len, fixed)) - 2 * (len(fixed) + 1)
+    bench, label = where(rec.benchmark), str(rec.label)
+    label_clean = len(re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._-") or "x")
+    b = _part(bench, max(room // 2, room - label_clean))
+    return "__".join([b, _part(label, room - len(b)), *fixed])
+
+
+def file_stems(records: Sequence[Any]) -> list[str]:
+    """One file stem per record (:func:`_stem`), every one unique: records that would share one
+    (two results of a configuration on benchmarks whose names differ only in what a file name
+    cannot hold, two benchmark or harness versions, a result held both as computed here and as
+    imported) get their result key in it, and then their slot."""
+    stems = [_stem(r) for r in records]
+    for extra in (lambda r: [str(r.key)], lambda r: [str(r.key), slot_of(r.extra)],
+                  lambda r: [str(r.key), slot_of(r.extra), str(getattr(r, "id", ""))]):
+        seen: dict[str, int] = {}
+        for s_ in stems:
+            seen[s_] = seen.get(s_, 0) + 1
+        if all(n == 1 for n in seen.values()):
+            break
+        stems = [_stem(r, extra(r)) if seen[s_] > 1 else s_ for r, s_ in zip(records, stems)]
+    return stems
+
+
+def _spaced(ids: Iterable[str]) -> str | None:
+    """The first id that a TREC field cannot hold (empty, or holding white space), else ``None``."""
+    for x in ids:
+        if not x or any(c.isspace() for c in x):
+            return x
+    return None
+
+
+def trec_problem(rec: Any, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> str | None:
+    """Why ``rec`` cannot be written as a TREC run file (a query or document id a field cannot
+    hold), as one line naming the result and the id; ``None`` when it can."""
+    what = f"result {plain(rec.key)} ({plain(rec.label)} on {plain(where(rec.benchmark))}, seed {rec.seed})"
+    q = _spaced(rankings)
+    if q is not None:
+        return (f"{what}: query id {q!r} holds white space (or is empty), which a TREC run file's fields, "
+                "separated by white space, cannot hold")
+    for qid, ranking in rankings.items():
+        d = _spaced(doc for doc, _ in ranking)
+        if d is not None:
+            return (f"{what}: document id {d!r} (query {qid!r}) holds white space (or is empty), which a TREC run "
+                    "file's fields, separated by white space, cannot hold")
+    return None
+
+
+def export_trec(store: Any, out_dir: Path, benchmark: Optional[str] = None,
+                retriever: Optional[str] = None) -> tuple[int, list[Path]]:
     """Write every stored result (filtered by ``benchmark`` / ``retriever``) as a TREC run file and its
-    ir_metadata file, each through a temporary file; the number of results written."""
+    ir_metadata file (:func:`file_stems` names them), each through a temporary file; returns the
+    number of results and the files written. Every result is checked first: one whose ids a TREC
+    file cannot hold refuses the export (:class:`TrecExportError`, one line per such result) before
+    any file is written."""
     import yaml
 
     from ..core.types import Run
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     records = list(store.results(benchmark=benchmark, retriever=retriever))
+    problems = [p for p in (trec_problem(rec, store.rankings(rec.id)) for rec in records) if p]
+    if problems:
+        raise TrecExportError(f"cannot export {len(problems)} result(s) as TREC run files; nothing was written (-b/-r "
+                              "export the others):\n" + "\n".join(f"  - {p}" for p in problems))
+    out_dir.mkdir(parents=True, exist_ok=True)
     costs = Costs(store.results()) if records else None
-    n = 0
-    for rec in records:
-        stem = "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", x).strip("_") or "x"
-                         for x in (where(rec.benchmark), rec.label, rec.spec_hash, f"seed{rec.seed}"))
+    written: list[Path] = []
+    for rec, stem in zip(records, file_stems(records)):
         tag = re.sub(r"\s+", "_", rec.label) or "run"
-        path = out_dir / f"{stem}.trec"
-        tmp = path.with_name(f".{path.name}.tmp")
-        Run(store.rankings(rec.id)).to_trec(tmp, tag=tag)
-        os.replace(tmp, path)
+        path = out_dir / f"{stem}{RUN_SUFFIX}"
         meta = out_dir / f"{stem}{METADATA_SUFFIX}"
-        tmp = meta.with_name(f".{meta.name}.tmp")
         text = ("# ir_metadata (https://www.ir-metadata.org) of the run in " + path.name
                 + "; 'resources' is beyondsim's addition (cold and this run's cost)\n"
                 + yaml.safe_dump(metadata(rec, costs, tag), sort_keys=False, allow_unicode=False, width=120))
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, meta)
-        n += 1
-    return n
+        for target, write in ((path, lambda tmp: Run(store.rankings(rec.id)).to_trec(tmp, tag=tag)),
+                              (meta, lambda tmp: tmp.write_text(text, encoding="utf-8"))):
+            tmp = target.with_name(f".{target.name}.tmp")
+            try:
+                write(tmp)
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
+            written.append(target)
+    return len(records), written

@@ -19,8 +19,9 @@ its rankings. :func:`verify_items` checks each result line against the benchmark
   of its pool, which must be here (the file's pools, the store's, or ``verify --pool FILE``) and
   be a pool of the same benchmark version;
 * a trained retriever (its registered metadata says ``trains_on``, or the result records
-  ``extra["training"]``) records in ``extra["training"]`` the splits it learnt from, none of them
-  the scored split, and none that loads here sharing a query id with it.
+  ``extra["training"]``) records in ``extra["training"]`` the splits it learnt from (at least one),
+  none of them the scored split, and none that loads here sharing a query id with it; benchmark
+  names in it are matched case-insensitively (``NevIR:train`` is nevir's train split);
 
 A measure the rankings cannot determine is listed as *not recomputable*, which is no failure: a
 cutoff deeper than the longest submitted ranking when the rankings are shorter than the run's
@@ -33,7 +34,11 @@ the benchmark cannot support is a failure. A benchmark named by a folder path in
 read, probed or printed (:class:`harness.store.exchange.LocalBenchmarks`).
 
 A result that verifies is marked ``verified_here`` with ``extra["origin"]["verified"]``
-(:mod:`harness.store.trust`), which :func:`harness.store.exchange.import_items` keeps.
+(:mod:`harness.store.trust`), which :func:`harness.store.exchange.import_items` keeps; a
+recomputed measure whose per-query values the line lacks gets them from the recomputation, so a
+verified row always carries the per-query values the board's paired tests read. Every text of
+the file a problem names (ids, labels, benchmark names) is printed through
+:func:`harness.store.exchange.plain`.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..store.exchange import (CUT_KEY, ImportedContent, ImportedLine, LocalBenchmarks, base_name, local_content,
-                              shown_benchmark)
+                              plain, shown_benchmark)
 from ..measures import evaluate, pair_documents, parse_measure
 from ..measures.base import ALL_QUERIES
 from ..store.results import BenchmarkInfo, MeasureValue, ResultRecord
@@ -73,7 +78,7 @@ class LineReport:
     def what(self) -> str:
         """``file:line: result <key> (<label> on <benchmark>, seed N)``: how its problems start."""
         rec = self.item.record
-        return (f"{self.item.where}: result {rec.key} ({rec.label} on {shown_benchmark(rec.benchmark)}, "
+        return (f"{self.item.where}: result {plain(rec.key)} ({plain(rec.label)} on {shown_benchmark(rec.benchmark)}, "
                 f"seed {rec.seed})")
 
 
@@ -102,7 +107,7 @@ class VerifyReport:
 
 def _ids(ids: Sequence[str]) -> str:
     """``a, b, c`` — the first :data:`SHOWN` of ``ids``, and how many more."""
-    shown = ", ".join(ids[:SHOWN])
+    shown = ", ".join(plain(x) for x in ids[:SHOWN])
     return shown + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
 
@@ -195,7 +200,7 @@ def _plan(rec: ResultRecord, bench: Benchmark) -> tuple[list[str], dict[str, str
         try:
             m = parse_measure(name)
         except ValueError as e:
-            problems.append(f"measure {name} cannot be checked here: {e}")
+            problems.append(f"measure {plain(name)} cannot be checked here: {plain(e)}")
             continue
         why = m.unsupported(has_viol, has_pairs)
         if why:
@@ -220,8 +225,10 @@ def _plan(rec: ResultRecord, bench: Benchmark) -> tuple[list[str], dict[str, str
     return todo, skipped, problems
 
 
-def _compare(rec: ResultRecord, bench: Benchmark, todo: list[str]) -> list[str]:
-    """Recompute ``todo`` from the rankings; the problems where the stored figures differ."""
+def _compare(rec: ResultRecord, bench: Benchmark, todo: list[str],
+             recomputed: dict[str, dict[str, float]] | None = None) -> list[str]:
+    """Recompute ``todo`` from the rankings; the problems where the stored figures differ.
+    ``recomputed`` (when given) receives the per-query values of every measure of ``todo``."""
     from ..measures.stats import BOOTSTRAP_RESAMPLES, bootstrap_ci
 
     qids = [q.id for q in bench.eval_queries]
@@ -238,6 +245,8 @@ def _compare(rec: ResultRecord, bench: Benchmark, todo: list[str]) -> list[str]:
     for name in todo:
         stored: MeasureValue = rec.measures[name]
         mean, n, col = ev.means[name], ev.counts[name], ev.per_query.get(name, {})
+        if recomputed is not None:
+            recomputed[name] = dict(col)
         if not _same(stored.mean, mean):
             problems.append(f"measure {name}: mean {_num(stored.mean)} in the file, {_num(mean)} recomputed from "
                             "its rankings")
@@ -280,34 +289,41 @@ def _training(rec: ResultRecord, bench: Benchmark, benches: LocalBenchmarks) -> 
     if declared is None:
         if not trains_on:
             return []
-        return [f"retriever {rec.retriever} trains a model ({trains_on}) but the result records no "
+        return [f"retriever {plain(rec.retriever)} trains a model ({trains_on}) but the result records no "
                 f"extra.{TRAINING_KEY}: cannot check that it was not trained on {bench.name}"]
     entries = [declared] if isinstance(declared, Mapping) else declared
     if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
         return [f"extra.{TRAINING_KEY} must be an object or a list of objects with benchmark and "
                 "benchmark_version"]
+    if not entries:
+        return [f"extra.{TRAINING_KEY} is an empty list: a trained retriever's result must name the split(s) it "
+                f"learnt from, so that they can be checked to be disjoint from {bench.name}"]
     problems: list[str] = []
     scored = {q.id for q in bench.eval_queries}
+    scored_base = base_name(rec.benchmark).casefold()
     for i, e in enumerate(entries):
         where = f"extra.{TRAINING_KEY}" + (f"[{i}]" if isinstance(declared, list) else "")
         name, version = e.get("benchmark"), e.get("benchmark_version")
         if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
             problems.append(f"{where}: benchmark and benchmark_version must be non-empty strings")
             continue
-        if version == rec.benchmark_version or base_name(name) == base_name(rec.benchmark):
-            problems.append(f"{where}: trained on {name} version {version}, the split it is scored on "
-                            f"({rec.benchmark} version {rec.benchmark_version})")
+        shown = shown_benchmark(name)
+        if version == rec.benchmark_version or base_name(name).casefold() == scored_base:
+            problems.append(f"{where}: trained on {shown} version {plain(version)}, the split it is scored on "
+                            f"({shown_benchmark(rec.benchmark)} version {plain(rec.benchmark_version)})")
             continue
         train = benches.get(name)
+        if isinstance(train, str) and name.casefold() != name:  # benchmark names are lower case: "NevIR:train"
+            train = benches.get(name.casefold())
         if isinstance(train, str):  # not loadable here: its name and version were checked above
             continue
         if train.version != version:
-            problems.append(f"{where}: trained on {name} version {version}, but {name} here is version "
+            problems.append(f"{where}: trained on {shown} version {plain(version)}, but {train.name} here is version "
                             f"{train.version}: cannot check that it is disjoint from {bench.name}")
             continue
         shared = sorted({q.id for q in train.queries} & scored)
         if shared:
-            problems.append(f"{where}: the training split {name} shares {len(shared)} query id(s) with "
+            problems.append(f"{where}: the training split {shown} shares {len(shared)} query id(s) with "
                             f"{bench.name}: {_ids(shared)}")
     return problems
 
@@ -321,16 +337,16 @@ def _pool(rec: ResultRecord, pools: Callable[[str], Any] | None) -> list[str]:
         return []
     pool = pools(str(wanted)) if pools is not None else None
     if pool is None:
-        return [f"it reranks pool {wanted}, which is not here (`beyondsim pool export` writes it; `verify --pool FILE` "
+        return [f"it reranks pool {plain(wanted)}, which is not here (`beyondsim pool export` writes it; `verify --pool FILE` "
                 "reads it): cannot check that its rankings reorder that pool"]
     if pool.benchmark_version != rec.benchmark_version:
-        return [f"its pool {wanted} is a pool of {pool.benchmark} version {pool.benchmark_version}, not of version "
-                f"{rec.benchmark_version}"]
+        return [f"its pool {plain(wanted)} is a pool of {plain(pool.benchmark)} version {plain(pool.benchmark_version)}, "
+                f"not of version {plain(rec.benchmark_version)}"]
     bad = outside(rec.rankings, pool)
     if bad:
         q, d, rank, n = bad
-        return [f"document {d!r} at rank {rank} of query {q!r} is not among its candidates in pool {pool.name} "
-                f"({wanted}): a reranker reorders its pool ({n} such document(s) in all)"]
+        return [f"document {d!r} at rank {rank} of query {q!r} is not among its candidates in pool {plain(pool.name)} "
+                f"({plain(wanted)}): a reranker reorders its pool ({n} such document(s) in all)"]
     return []
 
 
@@ -352,20 +368,21 @@ def verify_items(items: Iterable[ImportedLine | ImportedContent], data_dir: Path
         report = LineReport(it)
         reports.append(report)
         found: list[str] = []
+        recomputed: dict[str, dict[str, float]] = {}
         bench = benches.get(rec.benchmark)
         if isinstance(bench, str):
             found.append(f"benchmark {shown_benchmark(rec.benchmark)} cannot be loaded here ({bench}), so nothing can "
                          "be recomputed")
         elif bench.version != rec.benchmark_version:
-            found.append(f"computed on version {rec.benchmark_version} of {rec.benchmark}, but the copy here is "
-                         f"version {bench.version}")
+            found.append(f"computed on version {plain(rec.benchmark_version)} of {shown_benchmark(rec.benchmark)}, but "
+                         f"the copy here is version {bench.version}")
         elif not rec.rankings:
             found.append("no rankings: can only be imported as reported (beyondsim import)")
         else:
             found += _structure(rec, bench)
             todo, report.not_recomputable, unusable = _plan(rec, bench)
             found += unusable
-            found += _compare(rec, bench, todo)
+            found += _compare(rec, bench, todo, recomputed)
             found += _training(rec, bench, benches)
             found += _pool(rec, pools)
             report.recomputed = todo
@@ -373,6 +390,8 @@ def verify_items(items: Iterable[ImportedLine | ImportedContent], data_dir: Path
         if found:
             continue
         it.verified_here = True
+        # a recomputed measure the line gave no per-query values for gets those it was checked with
+        rec.per_query = {**rec.per_query, **{m: col for m, col in recomputed.items() if m not in rec.per_query}}
         rec.extra = {**rec.extra, ORIGIN_KEY: {"kind": "import", "verified": {
             "benchmark_version": bench.version, "measures": list(report.recomputed),
             "not_recomputable": list(report.not_recomputable)}}}

@@ -249,7 +249,7 @@ def read_pool(path: str | Path, bench: Benchmark | None = None) -> Pool:
             raise PoolError(f"{meta}: field {key}: missing or not a {typ.__name__}")
     if manifest["format"] != POOL_FORMAT:
         raise PoolError(f"{meta}: field format: {manifest['format']!r}, expected {POOL_FORMAT!r}")
-    check_label(manifest["name"], "pool name")
+    manifest["name"] = check_label(manifest["name"], "pool name", normal_form=True)
     if bench is not None and (manifest["benchmark"], manifest["benchmark_version"]) != (bench.name, bench.version):
         raise PoolError(f"{meta}: a pool of {manifest['benchmark']} version {manifest['benchmark_version']}, not of "
                         f"{bench.name} version {bench.version} (the benchmark here)")
@@ -340,8 +340,8 @@ def read_pool_lines(path: Path, max_bytes: int = 512 * 1024 ** 2) -> list[Pool]:
                          ("first_stage", dict), ("first_stage_label", str)):
             if not isinstance(m.get(key), typ) or isinstance(m.get(key), bool) or m.get(key) in ("", 0):
                 raise PoolError(f"{where}: field manifest.{key}: missing or not a {typ.__name__}")
-        check_label(m["name"], "pool name")
-        check_label(m["first_stage_label"], "pool first stage label")
+        check_label(m["name"], "pool name", normal_form=True)
+        check_label(m["first_stage_label"], "pool first stage label", normal_form=True)
         rankings: dict[str, list[tuple[str, float]]] = {}
         for q, ranking in r.items():
             if not isinstance(ranking, list) or len(ranking) > m["depth"]:

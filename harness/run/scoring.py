@@ -233,7 +233,7 @@ def run_file_record(scores: Scores, label: str, pool: "pooling.Pool | None" = No
     rf = scores.run_file
     if rf is None:
         raise UserError("only a run file can be stored (give its path)")
-    check_label(label)
+    label = check_label(label)
     path = Path(rf.path)
     meta_path = metadata_file(path)
     meta = read_metadata(meta_path) if meta_path else {}

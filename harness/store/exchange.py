@@ -16,6 +16,15 @@ An import is all or nothing: every line of the file is checked first, every prob
 as ``file:line: field: message``, and only a file without problems is written, in one
 transaction. A results file is data: its retriever names and provenance are shown, never imported,
 so a line whose retriever is given as ``module:Class`` is refused.
+
+A file is bounded: at most :data:`MAX_IMPORT_BYTES` once decompressed, no line longer than
+:data:`MAX_LINE_BYTES`, no id longer than :data:`MAX_ID_CHARS` and no other text longer than
+:data:`MAX_TEXT_CHARS` (a label: ``MAX_LABEL_CHARS``, in normal form, harness/core/registry.py);
+blank lines are skipped in runs, so reading stays linear in the file's size. A measure name must
+parse as a measure (:func:`harness.measures.parse_measure`) and a parameter name must be an
+identifier, so neither can become a spreadsheet formula or a second command line. Every text of a
+file that a message prints goes through :func:`plain`, which shows one holding a control character
+by its escapes.
 """
 
 from __future__ import annotations
@@ -40,9 +49,10 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
 
 from ..core.errors import UserError
 from ..core.registry import check_label
+from ..measures import parse_measure
 from .results import (CONTENT_DEPTH, IMPORTED, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store,
                       finite_or_none, result_key, snippet)
-from .trust import ORIGIN_KEY, VERIFIED, trust_of
+from .trust import ORIGIN_KEY, VERIFIED, origin, trust_of
 
 EXPORT_SCHEMA = 2  # 2: adds the "benchmark_content" lines (drill-down content); result lines as in 1
 IMPORT_SCHEMAS = (1, 2)
@@ -50,6 +60,32 @@ CONTENT_KIND = "benchmark_content"
 CUT_KEY = "rankings_cut_at"  # extra: the depth an export cut the rankings to (k when it did not cut them)
 MAX_LISTED = 20  # problems listed in one error message; the rest are counted
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_IMPORT_BYTES = 1 << 30  # an import file, decompressed: the shipped bundle is ~0.2 GiB
+MAX_LINE_BYTES = 64 << 20  # one line (a result with its rankings and per-query values: a few MiB)
+MAX_ID_CHARS = 4096  # a key, query, document or benchmark id, a version, a measure or parameter name
+MAX_TEXT_CHARS = 1 << 20  # any other text: a query, a snippet, a description, a string in extra
+_READ_CHUNK = 1 << 20
+_BLANK = re.compile(rb"[ \t\r\n\f\v]*")
+_CONTROL = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def _size(n: int) -> str:
+    """``64 MiB``, ``1 GiB``: a limit in bytes as messages name it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+def plain(text: Any) -> str:
+    """A text from a file as a message prints it: as it is, or, when it holds a control, format or
+    line-separator character (an escape sequence, a carriage return, a bidirectional override),
+    as its ``repr`` (every such character escaped), so that nothing a file holds can move the
+    cursor, rewrite a line or fake one in a terminal or a log."""
+    import unicodedata
+
+    text = str(text)
+    return repr(text) if any(unicodedata.category(c) in _CONTROL for c in text) else text
 
 
 class ExchangeError(UserError, ValueError):
@@ -63,13 +99,21 @@ def _json_name(x: float) -> str:
 
 
 def _finite_json(value: JsonValue) -> JsonValue:
-    """``value`` unchanged when every number in it is finite; else a ValueError naming where."""
+    """``value`` unchanged when every number in it is finite and every text (keys too) at most
+    :data:`MAX_TEXT_CHARS` long; else a ValueError naming where."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, v = stack.pop()
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"{_json_name(v)} at {path or 'the top'} is not allowed (only finite numbers)")
+        if isinstance(v, str) and len(v) > MAX_TEXT_CHARS:
+            raise ValueError(f"the text at {path or 'the top'} is {len(v)} characters long, over the limit of "
+                             f"{MAX_TEXT_CHARS} characters")
         if isinstance(v, dict):
+            long_key = next((k for k in v if len(k) > MAX_TEXT_CHARS), None)
+            if long_key is not None:
+                raise ValueError(f"a key at {path or 'the top'} is {len(long_key)} characters long, over the limit of "
+                                 f"{MAX_TEXT_CHARS} characters")
             stack += [(f"{path}[{k!r}]", x) for k, x in v.items()]
         elif isinstance(v, list):
             stack += [(f"{path}[{i}]", x) for i, x in enumerate(v)]
@@ -80,8 +124,38 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
-Id = Annotated[str, Field(min_length=1)]
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 JsonObject = Annotated[dict[str, JsonValue], AfterValidator(_finite_json)]
+
+
+def _measure_name(name: str) -> str:
+    """A measure name as the harness spells one (``nDCG@10``, ``nDCG(rel=1)@10``); else a ValueError:
+    nothing else may head a column of the store, a page or a CSV file."""
+    try:
+        parse_measure(name)
+    except ValueError as e:
+        raise ValueError(f"{name!r} is not a measure name here ({plain(' '.join(str(e).split())[:200])})") from None
+    return name
+
+
+def _param_key(key: str) -> str:
+    """A parameter name: an identifier, as every retriever's parameter dataclass field is; anything
+    else (a space, a newline, a quote) could not be given to ``beyondsim run -p`` and could break the
+    command line a page shows (harness.store.provenance.run_command)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise ValueError(f"parameter name {key!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    return key
+
+
+def _file_label(label: str) -> str:
+    """A label as a file must write it: what :func:`~harness.core.registry.check_label` accepts, and
+    already in its normal form (a label that normalising would change is refused, not rewritten)."""
+    return check_label(label, normal_form=True)
+
+
+MeasureName = Annotated[Id, AfterValidator(_measure_name)]
+ParamsObject = Annotated[dict[Annotated[str, AfterValidator(_param_key)], JsonValue], AfterValidator(_finite_json)]
 
 
 class _Line(BaseModel):
@@ -89,12 +163,20 @@ class _Line(BaseModel):
 
 
 def _not_module_class(name: str) -> str:
+    if any(_control(c) for c in name):
+        raise ValueError(f"retriever name {name!r} holds a control or format character")
     if ":" in name:
         raise ValueError(f"{name!r} names a retriever class by module path (module:Class); a results file is "
                          "data and nothing in it is ever imported, so results of a retriever given as "
                          "module:Class cannot be imported (register it under a name, entry point group "
                          "beyondsim.retrievers, and run it again)")
     return name
+
+
+def _control(c: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(c) in _CONTROL
 
 
 RetrieverName = Annotated[Id, AfterValidator(_not_module_class)]
@@ -114,19 +196,19 @@ class PhaseLine(_Line):
 
 
 class LLMCallLine(_Line):
-    model: str
+    model: Text
     prompt_tokens: Count | None = Field(description="null: the reply reported no usage")
     completion_tokens: Count | None = Field(description="null: the reply reported no usage")
     latency_s: NonNegative
     cached: bool
     usd: NonNegative | None = Field(None, description="null: the price of the model is unknown")
-    phase: str = ""
-    purpose: str = ""
+    phase: Text = ""
+    purpose: Text = ""
 
 
 class SpecLine(_Line):
     retriever: RetrieverName
-    params: JsonObject
+    params: ParamsObject
     pool: Optional[Id] = Field(None, description="the content hash of the candidate pool it reranks "
                                                  "(docs/design/pools.md); absent for a first stage")
 
@@ -134,12 +216,12 @@ class SpecLine(_Line):
 class BenchmarkInfoLine(_Line):
     name: Id
     version: Id
-    task: str
-    default_measures: list[Id] = []
+    task: Text
+    default_measures: list[MeasureName] = []
     stats: JsonObject = {}
-    description: str = ""
-    source: str = ""
-    license: str = ""
+    description: Text = ""
+    source: Text = ""
+    license: Text = ""
     relevance_threshold: Union[Annotated[int, Field(ge=1)], None] = None  # absent in files written before it was kept
 
 
@@ -150,7 +232,7 @@ class ResultLine(_Line):
     schema_: Literal[1, 2] = Field(alias="schema")
     key: Id
     retriever: RetrieverName
-    label: Annotated[Id, AfterValidator(check_label)]
+    label: Annotated[Id, AfterValidator(_file_label)]
     spec_hash: Id
     spec: SpecLine
     benchmark: Id
@@ -160,21 +242,21 @@ class ResultLine(_Line):
     harness_version: Id
     n_queries: Count
     n_missing: Count
-    measures: dict[Id, MeasureLine]
-    per_query: dict[Id, dict[Id, Finite]] = {}
+    measures: dict[MeasureName, MeasureLine]
+    per_query: dict[MeasureName, dict[Id, Finite]] = {}
     phases: dict[Id, PhaseLine] = {}
     llm_calls: list[LLMCallLine] = []
     rankings: dict[Id, list[tuple[Id, Finite]]] = {}
     environment: JsonObject = {}
     provenance: JsonObject = {}
     extra: JsonObject = {}
-    created_at: str = ""
+    created_at: Text = ""
     benchmark_info: BenchmarkInfoLine | None = None
 
 
 class QueryItem(_Line):
     qid: Id
-    text: str
+    text: Text
     meta: JsonObject = {}
 
 
@@ -187,8 +269,8 @@ class QrelItem(_Line):
 
 class DocumentItem(_Line):
     docid: Id
-    title: str
-    snippet: str
+    title: Text
+    snippet: Text
 
 
 def _unique(*fields: str) -> Callable[[list[Any]], list[Any]]:
@@ -253,7 +335,16 @@ def _field(loc: tuple[str | int, ...]) -> str:
     if not loc:
         return ""
     head, *rest = loc
-    return str(head) + "".join(f"[{x}]" if isinstance(x, int) else f"[{x!r}]" for x in rest)
+    key = bool(rest) and rest[-1] == "[key]"  # a dict key's own problem: pydantic's location ends in "[key]"
+
+    def step(x: str | int) -> str:
+        if isinstance(x, int):
+            return f"[{x}]"
+        shown = repr(x)  # a key from the file: escaped, and cut when long
+        return f"[{shown if len(shown) <= 60 else shown[:57] + '...'}]"
+
+    path = str(head) + "".join(step(x) for x in (rest[:-1] if key else rest))
+    return f"{path} (key)" if key else path
 
 
 def _message(err: Mapping[str, Any]) -> str:
@@ -266,6 +357,9 @@ def _message(err: Mapping[str, Any]) -> str:
         return "unknown field"
     if kind == "finite_number":
         return f"{_json_name(inp)} is not allowed (only finite numbers)"
+    if kind == "string_too_long":
+        return (f"a text of {len(inp)} characters, over the limit of {err['ctx']['max_length']} characters "
+                "for this field")
     if kind == "value_error":
         return str(err["ctx"]["error"])
     if err["loc"] == ("schema",) and kind == "literal_error":
@@ -377,12 +471,13 @@ def _imported(line: ResultLine | ContentLine, source: str, lineno: int) -> Impor
     return it
 
 
-def read_export(lines: Iterable[str | bytes], source: str = "<input>") -> list[ImportedLine | ImportedContent]:
-    """Every non-blank line of an export, checked against the schema. All lines are checked; when
-    any has a problem, an :class:`ExchangeError` lists them as ``source:line: field: message``."""
+def _checked_lines(lines: Iterable[tuple[int, str | bytes]], source: str) -> list[ImportedLine | ImportedContent]:
     items: list[ImportedLine | ImportedContent] = []
     problems: list[str] = []
-    for lineno, text in enumerate(lines, 1):
+    for lineno, text in lines:
+        if len(text) > MAX_LINE_BYTES:
+            raise ExchangeError(f"{source}:{lineno}: the line is {len(text)} characters long, over the limit of "
+                                f"{_size(MAX_LINE_BYTES)} a line; nothing was imported")
         if not text.strip():
             continue
         line, found = _problems(text)
@@ -391,39 +486,104 @@ def read_export(lines: Iterable[str | bytes], source: str = "<input>") -> list[I
         elif not problems:
             items.append(_imported(line, source, lineno))
     if problems:
-        raise _report(f"cannot import {source}", problems, "nothing was imported")
+        raise _report(f"cannot import {plain(source)}", problems, "nothing was imported")
     return items
+
+
+def read_export(lines: Iterable[str | bytes], source: str = "<input>") -> list[ImportedLine | ImportedContent]:
+    """Every non-blank line of an export, checked against the schema. All lines are checked; when
+    any has a problem, an :class:`ExchangeError` lists them as ``source:line: field: message``."""
+    return _checked_lines(enumerate(lines, 1), source)
+
+
+def _export_lines(stream: Any, source: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every non-blank line of a binary stream, read in chunks: at most
+    :data:`MAX_IMPORT_BYTES` in all (the decompressed size, for a gzip stream) and
+    :data:`MAX_LINE_BYTES` a line, else one :class:`ExchangeError` line naming the limit. A run of
+    blank lines is skipped at once (counted, never split into lines)."""
+    parts: list[bytes] = []  # the line being read, when it spans chunks
+    size = 0  # its length so far
+    lineno, total = 1, 0
+
+    def too_long() -> ExchangeError:
+        return ExchangeError(f"{source}:{lineno}: the line is longer than the limit of {_size(MAX_LINE_BYTES)} a "
+                             "line; nothing was imported")
+
+    def text(raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ExchangeError(f"{source}:{lineno}: not UTF-8 text ({e.reason} at byte {e.start} of the line)") from None
+
+    while True:
+        chunk = stream.read(_READ_CHUNK)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > MAX_IMPORT_BYTES:
+            raise ExchangeError(f"{source}: larger than the limit of {_size(MAX_IMPORT_BYTES)} (decompressed) an "
+                                "import file may be; nothing was imported")
+        pos, end = 0, len(chunk)
+        while pos < end:
+            if not parts:  # between lines: skip blank ones, however many, in one step
+                stop = _BLANK.match(chunk, pos).end()  # type: ignore[union-attr]
+                lineno += chunk.count(b"\n", pos, stop)
+                pos = stop
+                if pos == end:
+                    break
+            nl = chunk.find(b"\n", pos)
+            piece = chunk[pos:] if nl < 0 else chunk[pos:nl]
+            size += len(piece)
+            if size > MAX_LINE_BYTES:
+                raise too_long()
+            parts.append(piece)
+            if nl < 0:
+                break
+            line = b"".join(parts)
+            parts, size = [], 0
+            yield lineno, text(line)
+            lineno += 1
+            pos = nl + 1
+    if parts:
+        yield lineno, text(b"".join(parts))
 
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 
 @contextlib.contextmanager
-def open_export(path: str | Path) -> Iterator[TextIO]:
-    """An export file as UTF-8 text (``-``: stdin), gzip-compressed or not whatever its name: its
-    first two bytes tell."""
+def _open_binary(path: str | Path) -> Iterator[Any]:
+    """An export file as a binary stream (``-``: stdin), gzip-decompressed when its first two bytes
+    say it is compressed, whatever its name."""
     with contextlib.ExitStack() as files:
         raw = sys.stdin.buffer if str(path) == "-" else files.enter_context(open(path, "rb"))
         buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
-        stream = gzip.GzipFile(fileobj=buffered, mode="rb") if buffered.peek(2)[:2] == GZIP_MAGIC else buffered
-        text = io.TextIOWrapper(stream, encoding="utf-8")  # type: ignore[arg-type]
+        if buffered.peek(2)[:2] == GZIP_MAGIC:
+            yield files.enter_context(gzip.GzipFile(fileobj=buffered, mode="rb"))  # closed first; the file after
+        else:
+            yield buffered
+
+
+@contextlib.contextmanager
+def open_export(path: str | Path) -> Iterator[TextIO]:
+    """An export file as UTF-8 text (``-``: stdin), gzip-compressed or not whatever its name: its
+    first two bytes tell."""
+    with _open_binary(path) as stream:
+        text = io.TextIOWrapper(stream, encoding="utf-8")
         try:
             yield text
         finally:
-            if text.detach() is not buffered:
-                stream.close()  # the gzip reader; the file closes with the stack, stdin stays open
+            text.detach()  # the stream closes with _open_binary's stack (stdin stays open)
 
 
 def read_export_file(path: str) -> list[ImportedLine | ImportedContent]:
-    """:func:`read_export` of a file (``-``: stdin), plain or gzip-compressed (:func:`open_export`).
-    A file that cannot be read, a damaged gzip stream or bytes that are not UTF-8 are one
-    :class:`ExchangeError` line naming the file."""
+    """:func:`read_export` of a file (``-``: stdin), plain or gzip-compressed, read within the
+    bounds of :func:`_export_lines`. A file that cannot be read, a damaged gzip stream, bytes that
+    are not UTF-8 or a bound passed are one :class:`ExchangeError` line naming the file."""
     source = "<stdin>" if path == "-" else path
     try:
-        with open_export(path) as f:
-            return read_export(f, source)
-    except UnicodeDecodeError as e:
-        raise ExchangeError(f"{source}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        with _open_binary(path) as stream:
+            return _checked_lines(_export_lines(stream, source), source)
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise ExchangeError(f"{source}: damaged gzip data ({type(e).__name__}: {e or 'truncated'})") from None
     except OSError as e:
@@ -449,7 +609,7 @@ def names_folder(name: str) -> bool:
 def shown_benchmark(name: str) -> str:
     """A benchmark name from a file as messages print it: a folder path as its last part only."""
     if not names_folder(name):
-        return name
+        return plain(name)
     last = re.split(r"[\\/]", base_name(name).rstrip("/\\"))[-1]
     return f"local folder {last!r}"
 
@@ -475,7 +635,7 @@ class LocalBenchmarks:
 
     def shown(self, name: str) -> str:
         """How messages print a benchmark name: a folder that is never read, by its last part only."""
-        return name if self.read_folders else shown_benchmark(name)
+        return plain(name) if self.read_folders else shown_benchmark(name)
 
     def get(self, name: str) -> Any:
         from ..data.readers import DataError, MissingDataError
@@ -485,11 +645,11 @@ class LocalBenchmarks:
             if names_folder(name) and not self.read_folders:
                 self._got[name] = "it names a local folder, and a folder named by a results file is never read"
                 return self._got[name]
-            self.log(f"loading {name} to check against it")
+            self.log(f"loading {plain(name)} to check against it")
             try:
                 self._got[name] = _load_for_check(name, self.root)
             except (MissingDataError, DataError, RegistryError, LookupError, OSError, ValueError) as e:
-                self._got[name] = " ".join(str(e).split())[:300] or type(e).__name__
+                self._got[name] = plain(" ".join(str(e).split())[:300] or type(e).__name__)
         return self._got[name]
 
 
@@ -525,7 +685,7 @@ def content_differences(it: ImportedContent, bench: Any) -> str:
     local_docs = {d["docid"]: bench.corpus.get(d["docid"]) for d in it.documents}
     docs = [d["docid"] for d in it.documents if local_docs[d["docid"]] is None
             or snippet(d["title"], d["snippet"]) != snippet(local_docs[d["docid"]].title, local_docs[d["docid"]].text)]
-    parts = [f"{len(xs)} {what} ({', '.join(xs[:3])}{', ...' if len(xs) > 3 else ''})"
+    parts = [f"{len(xs)} {what} ({', '.join(plain(x) for x in xs[:3])}{', ...' if len(xs) > 3 else ''})"
              for what, xs in (("query text(s)", queries), ("judgment(s)", judgments), ("document(s)", docs)) if xs]
     return "; ".join(parts)
 
@@ -595,26 +755,26 @@ def check_versions(items: list[ImportedLine | ImportedContent], known: Mapping[s
         if isinstance(it, ImportedContent):
             continue
         rec = it.record
-        what = f"{it.where}: result {rec.key} ({rec.label}, seed {rec.seed}) on benchmark {shown(rec.benchmark)}"
+        what = f"{it.where}: result {rec.key} ({plain(rec.label)}, seed {rec.seed}) on benchmark {shown(rec.benchmark)}"
         ok, why = versions[rec.benchmark]
         if ok is None:
             info = it.benchmark_info
             if info is None or (info.name, info.version) != (rec.benchmark, rec.benchmark_version):
                 carried = ("no benchmark_info" if info is None else
-                           f"a benchmark_info of {shown(info.name)} version {info.version}, not of this "
+                           f"a benchmark_info of {shown(info.name)} version {plain(info.version)}, not of this "
                            "result's benchmark")
-                refused_at[id(it)] = (f"{what} version {rec.benchmark_version} cannot be verified: the benchmark is "
+                refused_at[id(it)] = (f"{what} version {plain(rec.benchmark_version)} cannot be verified: the benchmark is "
                                       f"not in this store and cannot be loaded here ({why}), and the line carries "
                                       f"{carried}")
                 continue
             if (rec.benchmark, rec.benchmark_version) not in warned:
                 warned.add((rec.benchmark, rec.benchmark_version))
-                warnings.append(f"benchmark {shown(rec.benchmark)} version {rec.benchmark_version} was NOT verified: it is "
+                warnings.append(f"benchmark {shown(rec.benchmark)} version {plain(rec.benchmark_version)} was NOT verified: it is "
                                 f"not in this store and cannot be loaded here ({why}); accepted on the exported "
                                 "benchmark description")
         elif rec.benchmark_version not in ok:
-            refused_at[id(it)] = (f"{what} was computed on version {rec.benchmark_version}, but {why} version(s) "
-                                  f"{', '.join(sorted(ok))}; refusing to mix")
+            refused_at[id(it)] = (f"{what} was computed on version {plain(rec.benchmark_version)}, but {why} "
+                                  f"version(s) {', '.join(plain(v) for v in sorted(ok))}; refusing to mix")
     for it in items:
         if not isinstance(it, ImportedContent):
             continue
@@ -622,20 +782,20 @@ def check_versions(items: list[ImportedLine | ImportedContent], known: Mapping[s
         ok, why = versions[it.benchmark]
         if ok is None:
             if (it.benchmark, it.benchmark_version) not in warned:
-                refused_at[id(it)] = (f"{what} version {it.benchmark_version} cannot be verified: the benchmark is "
+                refused_at[id(it)] = (f"{what} version {plain(it.benchmark_version)} cannot be verified: the benchmark is "
                                       f"not in this store and cannot be loaded here ({why}), and no result of that "
                                       "version in this file carries its description")
             continue
         if it.benchmark_version not in ok:
-            refused_at[id(it)] = (f"{what} is of version {it.benchmark_version}, but {why} version(s) "
-                                  f"{', '.join(sorted(ok))}; refusing to mix")
+            refused_at[id(it)] = (f"{what} is of version {plain(it.benchmark_version)}, but {why} version(s) "
+                                  f"{', '.join(plain(v) for v in sorted(ok))}; refusing to mix")
             continue
         bench = benches.get(it.benchmark)
         if isinstance(bench, str) or bench.version != it.benchmark_version:
             continue  # not here (the store's version was checked): kept until a run here replaces it
         differ = content_differences(it, bench)
         if differ:
-            refused_at[id(it)] = (f"{what} version {it.benchmark_version} differs from the local copy of the "
+            refused_at[id(it)] = (f"{what} version {plain(it.benchmark_version)} differs from the local copy of the "
                                   f"benchmark: {differ}; drill-down content comes from the benchmark, refusing it")
     return VersionCheck([it for it in items if id(it) not in refused_at],
                         [refused_at[id(it)] for it in items if id(it) in refused_at], warnings, local_infos)
@@ -699,6 +859,21 @@ def import_items(store: Store, items: Iterable[ImportedLine | ImportedContent],
 # -- writing an export --------------------------------------------------------------------------
 
 
+def whole_depth(rec: ResultRecord) -> int:
+    """How deep the stored rankings of ``rec`` are known to be whole (every ranking as the run
+    returned it down to that depth): ``k`` for a result computed here; for an imported one, the
+    depth the file it came from said it cut them to (``extra[CUT_KEY]``), and when that file said
+    nothing, no deeper than its longest stored ranking (the shipped bundle's rankings of top-100
+    runs are cut to 10: an export may not claim them whole to 100)."""
+    carried = rec.extra.get(CUT_KEY) if isinstance(rec.extra, Mapping) else None
+    whole = rec.k
+    if type(carried) is int and carried >= 1:
+        whole = min(whole, carried)
+    elif isinstance(rec.extra, Mapping) and origin(rec.extra) is not None:  # imported, cut unknown
+        whole = min(whole, max((len(r) for r in rec.rankings.values()), default=0)) or whole
+    return whole
+
+
 def export_record(rec: ResultRecord) -> dict[str, Any]:
     """One result as a result line of export schema :data:`EXPORT_SCHEMA`: every field of the
     record (measures, per-query measures, phases, LLM calls, rankings, environment, provenance).
@@ -754,13 +929,18 @@ def export_jsonl(store: Store, out: TextIO, *, benchmark: str | None = None, ret
     whole export (:class:`ExchangeError`, every problem listed). ``depth`` cuts every ranking to
     its top ``depth`` documents (the per-query measures stay those of the full ranking);
     ``annotate`` may add to each record (its ``extra``) before it is written. Returns the number of
-    results."""
+    results.
+
+    Each line says in ``extra[CUT_KEY]`` how deep its rankings are whole (:func:`whole_depth`):
+    verify recomputes every cutoff within it, and lists a deeper one as not recomputable."""
     bench = {(b.name, b.version): b for b in store.benchmarks()}
     records = store.results(benchmark=benchmark, retriever=retriever, full=True)
     for rec in records:  # how deep the written rankings are whole: verify recomputes every cutoff within it
+        whole = whole_depth(rec)
         if depth is not None:
             rec.rankings = {q: r[:depth] for q, r in rec.rankings.items()}
-        rec.extra = {**rec.extra, CUT_KEY: rec.k if depth is None else min(depth, rec.k)}
+            whole = min(whole, depth)
+        rec.extra = {**rec.extra, CUT_KEY: whole}
     if annotate is not None:
         for rec in records:
             annotate(rec)
@@ -778,15 +958,16 @@ def export_jsonl(store: Store, out: TextIO, *, benchmark: str | None = None, ret
                 content = export_content(store, rec.benchmark, rec.benchmark_version, top[ident])
                 if content is not None:
                     text, found = _json_line(content)
-                    problems += [f"drill-down content of benchmark {rec.benchmark} version {rec.benchmark_version}: "
-                                 f"{p}" for p in found]
+                    problems += [f"drill-down content of benchmark {plain(rec.benchmark)} version "
+                                 f"{plain(rec.benchmark_version)}: {p}" for p in found]
                     spool.write(text + "\n")
             d = export_record(rec)
             b = bench.get(ident)
             if b is not None:
                 d["benchmark_info"] = b.__dict__
             text, found = _json_line(d)
-            problems += [f"result {rec.key} ({rec.label} on {rec.benchmark}, seed {rec.seed}): {p}" for p in found]
+            problems += [f"result {plain(rec.key)} ({plain(rec.label)} on {plain(rec.benchmark)}, seed {rec.seed}): {p}"
+                         for p in found]
             spool.write(text + "\n")
         if problems:
             raise _report("cannot export", problems, "nothing was written (-b/-r export the other results)")

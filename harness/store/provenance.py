@@ -166,6 +166,25 @@ def provenance(cls: type) -> dict[str, Any]:
     return out
 
 
+_PARAM_KEY = r"[A-Za-z_][A-Za-z0-9_]*"  # a parameter name -p can give (a dataclass field's)
+
+
+def _one_line(text: str) -> bool:
+    """Whether ``text`` can stand in a command line: no control, format or line-separator character
+    (a newline in a quoted word would still break the line a page shows or a shell reads)."""
+    import unicodedata
+
+    return not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
+
+
+def _word(text: str) -> str:
+    """``text`` as one shell word; a text that cannot stand in a command line (:func:`_one_line`) as
+    its ``ascii()`` escapes, quoted: shown, never able to end the line."""
+    import shlex
+
+    return shlex.quote(text if _one_line(text) else ascii(text)[1:-1])
+
+
 def run_command(spec: Mapping[str, Any], benchmark: str | Sequence[str], seed: int, k: int) -> str:
     """The ``beyondsim run`` command line that recomputes a stored result: its retriever, every
     scalar parameter as ``-p name.key=value`` (so the spec, and with it the result key, is the same),
@@ -173,28 +192,43 @@ def run_command(spec: Mapping[str, Any], benchmark: str | Sequence[str], seed: i
     overview row averages, as one ``-b`` each), the seed (``--seeds`` runs
     seeds 0..N-1, so ``--seeds seed+1``; the earlier seeds are skipped when stored) and the depth. A
     parameter that is a list or a table cannot be given with ``-p``: it is named in a trailing
-    comment (give it in a ``--config`` file)."""
+    comment (give it in a ``--config`` file), and so is one whose value holds a control character.
+    A parameter whose name is not an identifier (no retriever has one; a results file may) is never
+    written, only counted in the comment. The line is always one line: every word is quoted, and a
+    text holding a control character is written as its escapes."""
     import re
-    import shlex
 
     name = str(spec.get("retriever") or "")
-    parts = ["beyondsim", "run", shlex.quote(name)]
-    complex_params = []
-    for key, value in sorted((spec.get("params") or {}).items()):
+    parts = ["beyondsim", "run", _word(name)]
+    complex_params: list[str] = []
+    unnamed = 0
+    params = spec.get("params") or {}
+    for key, value in sorted(params.items(), key=lambda kv: str(kv[0])) if isinstance(params, Mapping) else ():
+        if not isinstance(key, str) or not re.fullmatch(_PARAM_KEY, key):
+            unnamed += 1
+            continue
         if isinstance(value, (list, tuple, dict)):
             complex_params.append(key)
             continue
         text = "none" if value is None else ("true" if value is True else "false" if value is False else str(value))
-        parts += ["-p", shlex.quote(f"{name}.{key}={text}")]
+        if not _one_line(text) or not _one_line(name):
+            complex_params.append(key)
+            continue
+        parts += ["-p", _word(f"{name}.{key}={text}")]
     if not isinstance(benchmark, str):
         for b in benchmark:
-            parts += ["-b", shlex.quote(b)]
+            parts += ["-b", _word(str(b))]
         benchmark = ""
     m = re.fullmatch(r"(.*)\[:(\d+)\]", benchmark)
     if benchmark:
-        parts += ["-b", shlex.quote(m.group(1) if m else benchmark)]
+        parts += ["-b", _word(m.group(1) if m else benchmark)]
     if m:
         parts += ["--max-queries", m.group(2)]
-    parts += ["--seeds", str(seed + 1), "--k", str(k)]
+    parts += ["--seeds", str(int(seed) + 1), "--k", str(int(k))]
     line = " ".join(parts)
-    return line + (f"  # and in a --config file: {', '.join(complex_params)}" if complex_params else "")
+    notes = []
+    if complex_params:
+        notes.append(f"and in a --config file: {', '.join(complex_params)}")
+    if unnamed:
+        notes.append(f"{unnamed} parameter(s) whose names are not identifiers left out")
+    return line + (f"  # {'; '.join(notes)}" if notes else "")
