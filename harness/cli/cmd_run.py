@@ -4,7 +4,7 @@ some of them use."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -22,6 +22,25 @@ from .console import (add_suite_benchmarks, check_depth, check_seeds, console, f
                      make_runner, out, parse_params, progress_for, reference_pins, resolve_llm_settings)
 from .options import (DEFAULT_SITE, DataDirOpt, DeviceOpt, HomeOpt, LlmBaseUrlOpt, LlmConcurrencyOpt, LlmModelOpt,
                       MaxCallsOpt, MaxQueriesOpt, MaxUsdOpt, OnlineOpt, PricesOpt, RayOpt)
+
+# blind runs (harness/run/blind.py): the retriever runs in a sandbox that holds no judgment
+BlindOpt = Annotated[bool, typer.Option(
+    "--blind", help="Run each retriever's fit/prepare/index/search in a bubblewrap sandbox that sees the corpus "
+    "and the query texts but no judgment file, no data directory and no network; its results are 'reproduced "
+    "blind' (a stored result that was not computed blind is computed again and replaced). Needs bubblewrap.")]
+BlindCacheOpt = Annotated[str, typer.Option(
+    "--blind-cache", help="The embedding cache a blind run sees: shared (the home's, read-write) or fresh (an "
+    "empty one, so nothing computed outside the sandbox reaches it; every run encodes again).")]
+
+
+def check_blind_options(blind: bool, cache: str, ray: Optional[str]) -> None:
+    """``--blind-cache`` is shared or fresh; ``--blind`` runs on this machine, not on a Ray cluster."""
+    from ..run.blind import CACHE_MODES
+
+    if cache not in CACHE_MODES:
+        fail(f"--blind-cache must be one of {', '.join(CACHE_MODES)}, not {cache!r}")
+    if blind and ray is not None:
+        fail("--blind runs on this machine: it cannot be combined with --ray")
 
 
 def run(
@@ -51,10 +70,13 @@ def run(
     llm_concurrency: LlmConcurrencyOpt = None,
     prices: PricesOpt = None,
     ray: RayOpt = None,
+    blind: BlindOpt = False,
+    blind_cache: BlindCacheOpt = "shared",
 ) -> None:
     """Run retrievers on benchmarks, score them and store the results. Exit code 3: stopped by the
     LLM budget (finished results are stored; LLM responses are cached, so a rerun resumes)."""
     k = check_depth(k)
+    check_blind_options(blind, blind_cache, ray)
     seed_list = check_seeds(seeds, seed) or []
     for m in measure or ():
         parse_measure(m)  # a name that does not parse is refused before any work
@@ -82,7 +104,8 @@ def run(
                                         prices=str(prices) if prices else None)
     settings = Settings(home=home_dir(home), data_dir=data_dir, k=k, force=force, online=online, device=device,
                         extra_measures=tuple(measure or ()), llm=llm_settings,
-                        max_queries=max_queries, pool=pool, pinned_pools=reference_pins())
+                        max_queries=max_queries, pool=pool, pinned_pools=reference_pins(), blind=blind,
+                        blind_cache=blind_cache)
     outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list, ray)
     with store:
         if leaderboard_dir is not None:
@@ -115,11 +138,14 @@ def submit(
     llm_model: LlmModelOpt = None,
     max_usd: MaxUsdOpt = None,
     ray: RayOpt = None,
+    blind: BlindOpt = False,
+    blind_cache: BlindCacheOpt = "shared",
 ) -> None:
     """Check a retriever against the protocol, run it on a suite with the standard seeds, store the
     results (existing ones are kept, so a rerun resumes) and regenerate the leaderboard site.
     Exit code 2: the retriever cannot run (every problem is listed; nothing is loaded or stored)."""
     chosen_seeds = check_seeds(seeds)
+    check_blind_options(blind, blind_cache, ray)
     cfg = load_config(config)
     check_site_folder(out_dir)
     shown = label or retriever
@@ -132,9 +158,10 @@ def submit(
         fail(f"no benchmark of suite {suite or SUBMIT_DEFAULT_SUITE!r} is on disk (see `beyondsim data status`)")
     llm = resolve_llm_settings(cfg, config, base_url=llm_base_url, model=llm_model, max_usd=max_usd)
     settings = Settings(home=home_dir(home), data_dir=data_dir, online=online, device=device, llm=llm,
-                        max_queries=max_queries)
+                        max_queries=max_queries, blind=blind, blind_cache=blind_cache)
     console.print(f"submitting {spec.display} ({origin(cls)}, spec {spec.hash}) on "
-                  f"{len(benches)} benchmark(s) with seed(s) {', '.join(map(str, seed_list))}",
+                  f"{len(benches)} benchmark(s) with seed(s) {', '.join(map(str, seed_list))}"
+                  + (" blind" if blind else ""),
                   highlight=False, soft_wrap=True)
     outcomes, store, budget_stop = _run_and_store(settings, [spec], benches, seed_list, ray)
     with store:

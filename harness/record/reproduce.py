@@ -13,6 +13,8 @@ else, a measure that was not computed or a run that failed is ``FAIL`` (with the
 a benchmark that is not on disk are skipped (``SKIP``), as suites skip absent benchmarks. The
 compared rows are saved to the user's store (:meth:`harness.store.results.Store.save_reproductions`) with
 the spec hash and benchmark version of the recomputed result, which :mod:`harness.store.trust` reads.
+With ``settings.blind`` every configuration (a submitted class's included) is recomputed in the
+blind sandbox (:mod:`harness.run.blind`), as ``run --blind`` computes it.
 
 A ``direction`` row (a paper's claim about two configurations on one benchmark: its ``baseline``,
 its ``claim``, ``better`` or ``same``, and as ``expected`` the difference row − baseline the paper

@@ -36,12 +36,14 @@ from ..core.protocols import (Analysable, DeclaresTrainingData, HasResultExtra, 
                               ProtocolError, RunContext, Scorer, Trainable, missing_protocol_members,
                               missing_reranker_members)
 from ..store.provenance import environment, provenance
-from ..core.registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, params_class,
-                             parse_spec_text, retriever_info)
+from ..core.registry import (RetrieverSpec, get_benchmark_loader, get_retriever_class, instantiate, looks_like_path,
+                             params_class, parse_spec_text, retriever_info)
 from ..measures.stats import BOOTSTRAP_RESAMPLES, bootstrap_cis
 from ..store.results import (CONTENT_DEPTH, IMPORTED_CONTENT, BenchmarkInfo, MeasureValue, ResultRecord, Store,
                              result_key)
-from ..core.types import Benchmark, Candidate, Query, Run, as_run, slice_name
+from ..core.types import Benchmark, Candidate, Query, Run, as_run, slice_name, split_slice
+from ..store.trust import BLIND_KEY
+from . import blind as blinding
 from . import pools as pooling
 
 DEFAULT_K = 100
@@ -64,6 +66,10 @@ class Settings:
     pool: str | None = None
     # the content hashes the reference plan pins for named pools: {pool name: {benchmark: hash}}
     pinned_pools: Mapping[str, Mapping[str, str]] | None = None
+    # run each retriever in a sandbox that holds no judgment (harness/run/blind.py); a stored result
+    # that was not computed blind is computed again and replaced
+    blind: bool = False
+    blind_cache: str = "shared"  # the embedding cache a blind run sees: "shared" (the home's) or "fresh"
 
 
 @dataclass
@@ -187,6 +193,83 @@ def save_content(store: Store, bench: Benchmark, rankings: Mapping[str, Sequence
         store.save_documents(bench.version, (bench.corpus.get(d) for d in sorted(ids) if d in bench.corpus))
 
 
+class Here:
+    """A retriever computed in this process (a run that is not blind), step by step as the runner
+    asks: :meth:`start` (``prepare``, ``training_data`` checked, ``fit``), :meth:`retrieve`
+    (``index``, then ``search`` or ``rerank``), :meth:`pair_scores`, :meth:`extra`. A blind run
+    has the same steps in a sandboxed child (:class:`harness.run.blind.Sandboxed`)."""
+
+    def __init__(self, runner: "Runner", retriever: Any, spec: RetrieverSpec, bench: Benchmark,
+                 queries: Sequence[Query], ctx: RunContext, k: int, pool: "pooling.Pool | None" = None):
+        self.runner, self.retriever, self.spec, self.bench, self.queries = runner, retriever, spec, bench, queries
+        self.ctx, self.k, self.pool = ctx, k, pool
+
+    def __enter__(self) -> "Here":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def start(self) -> list[dict[str, Any]] | None:
+        """``prepare``, ``training_data`` (checked against the benchmark before anything is indexed)
+        and ``fit`` on the ``:train`` split: the splits its model learnt from, for ``beyondsim verify``."""
+        retriever, ctx, ledger, bench = self.retriever, self.ctx, self.ctx.ledger, self.bench
+        assert ledger is not None
+        if isinstance(retriever, Preparable):
+            with ledger.phase("fit"):
+                retriever.prepare(ctx)
+        training: list[dict[str, Any]] | None = None
+        if isinstance(retriever, DeclaresTrainingData):
+            seen = retriever.training_data(ctx)
+            if seen is not None:
+                check_unseen(seen, bench, self.spec.display)
+                training = [{"benchmark": str(s.get("benchmark", "")), "benchmark_version": str(s.get("version", "")),
+                             "queries": s.get("queries")} for s in seen.sources]
+        if isinstance(retriever, Trainable):
+            train = self.runner.train_benchmark(bench)
+            training = [*(training or []), {"benchmark": train.name, "benchmark_version": train.version,
+                                            "queries": len(train.eval_queries)}]
+            ctx.validation = self.runner.validation_benchmark(bench)
+            with ledger.phase("fit", items=len(train.eval_queries)):
+                retriever.fit(train, ctx)
+        return training
+
+    def retrieve(self) -> Any:
+        """``index`` (on a pool, only for a reranker that defines it), then ``search`` with the run's
+        depth, or ``rerank`` of the pool's candidates: what it returned, for :func:`as_run`."""
+        retriever, ctx, ledger, bench, pool, queries = (self.retriever, self.ctx, self.ctx.ledger, self.bench,
+                                                        self.pool, self.queries)
+        assert ledger is not None
+        if pool is None or hasattr(retriever, "index"):
+            with ledger.phase("index", items=len(bench.corpus)):
+                retriever.index(bench.corpus, ctx)
+        if pool is None:
+            with ledger.phase("search", items=len(queries)):
+                return retriever.search(queries, self.k, ctx)
+        corpus = bench.corpus
+        candidates = {q.id: [Candidate(corpus.get(d), s) for d, s in pool.rankings.get(q.id, ())] for q in queries}
+        with ledger.phase("search", items=len(queries)):
+            return retriever.rerank(queries, candidates, ctx)
+
+    def pair_scores(self, run: Run) -> dict[str, dict[str, float]]:
+        """PairAcc's scores (:meth:`Runner.pair_scores`), from the ranking cut at k."""
+        return self.runner.pair_scores(self.retriever, self.bench, self.queries, run, self.ctx)
+
+    def extra(self, analyse: bool = True) -> dict[str, Any]:
+        """``result_extra``, ``analyse`` (when ``analyse``), the facts of the models it used and the
+        encoder pool's statistics."""
+        extra: dict[str, Any] = {}
+        if isinstance(self.retriever, HasResultExtra):
+            extra["retriever"] = self.retriever.result_extra()
+        if analyse and isinstance(self.retriever, Analysable):
+            extra["analysis"] = self.retriever.analyse(self.bench, self.ctx)
+        facts = pool_facts(self.runner.encoders)
+        if facts:
+            extra[FACTS_KEY] = facts
+        extra["encoder_stats"] = dict(self.runner.encoders.stats)
+        return extra
+
+
 class Runner:
     def __init__(self, settings: Settings, store: Store, progress: Progress | None = None,
                  log: Callable[[str], None] = print):
@@ -293,6 +376,10 @@ class Runner:
         the store, else computed and stored). Kept in the store with its three reference rows; a
         named pool whose hash is not the one the reference plan pins is said so."""
         named = pooling.parse_pool_name(given)
+        if named is None and self.s.blind:  # its order could carry the judgments into the sandbox
+            raise blinding.BlindError(f"--blind: the candidates of pool file {given!r} were computed elsewhere; a "
+                                      "blind run reranks a pool named <first stage>@<depth>, whose first stage "
+                                      "it computes blind here")
         if named is None:
             pool = pooling.read_pool(given, bench)
         else:
@@ -303,10 +390,12 @@ class Runner:
             check_protocols([first], [self.resolve(first).cls])
             key = self.key(first, bench, 0, depth)
             stored = self.store.get(key)
-            if stored is None or self.s.force:
+            # a blind run's pool comes from a first stage computed blind (a stored one that was not is
+            # computed again): the candidates' order reaches the sandbox
+            if stored is None or self.s.force or self.upgrades(key):
                 self.log(f"pool {given} on {bench.name}: running its first stage {first.display} to depth {depth}")
                 rec = self.run_one(first, bench, 0, self._benchmarks.get(bench.name, (bench, 0.0))[1], k=depth)
-                self.store.save(rec, replace=self.s.force)
+                self.store.save(rec, replace=self.s.force or self.s.blind)
                 self.save_content(bench, rec.rankings)
                 rankings: Mapping[str, Sequence[tuple[str, float]]] = rec.rankings
             else:
@@ -361,9 +450,14 @@ class Runner:
         check_protocols(specs, [self.resolve(s).cls for s in specs], rerankers=bool(self.s.pool))
         self.settled = settled = Settled({})
 
+        if self.s.blind:
+            blinding.find_sandbox()  # no sandbox: one line before any work
+            for s in specs:
+                blinding.check_blind(s.display, self.uses_llm(s))
+
         def to_compute() -> Iterator[Job]:
             for job in self.plan(specs, benchmarks, seeds):
-                if self.store.has(job.key) and not self.s.force:
+                if self.store.has(job.key) and not self.s.force and not self.upgrades(job.key):
                     settled.outcomes[job.index] = self.skip(job)
                 else:
                     yield job
@@ -403,6 +497,25 @@ class Runner:
                 computed = e
             yield job, computed
 
+    def hidden_paths(self) -> list[Path]:
+        """What a blind child must not see wherever it lies: the data directory, the results store,
+        and every benchmark folder this run named by its path (the home is hidden by the sandbox)."""
+        out = [self.data_dir, Path(self.store.path)]
+        for name in self._benchmarks:
+            base = split_slice(name)[0]
+            for cand in (base, base.rsplit(":", 1)[0]):
+                if looks_like_path(cand) and Path(cand).expanduser().exists():
+                    out.append(Path(cand).expanduser())
+        return out
+
+    def upgrades(self, key: str) -> bool:
+        """Whether a blind run computes ``key`` again although it is stored: the stored result was
+        not computed blind (a blind result replaces it)."""
+        if not self.s.blind:
+            return False
+        stored = self.store.get(key)
+        return stored is not None and not isinstance((stored.extra or {}).get(BLIND_KEY), Mapping)
+
     def skip(self, job: Job) -> Outcome:
         """``job``'s result is stored already: said so, and its benchmark's content saved if missing."""
         self.log(f"skip {job.where}: result exists [{job.key}] — use --force to recompute")
@@ -417,7 +530,8 @@ class Runner:
         if isinstance(computed, BudgetExceeded):
             self.settled.stop = self.budget_stop = self.settled.stop or str(computed)
             return job.outcome("budget")
-        if not self.store.save(computed, replace=self.s.force):  # another run stored it meanwhile
+        replace = self.s.force or (self.s.blind and isinstance(computed.extra.get(BLIND_KEY), Mapping))
+        if not self.store.save(computed, replace=replace):  # another run stored it meanwhile
             self.log(f"skip {job.where}: stored meanwhile by another run [{job.key}]")
             return job.outcome("skipped", self.store.get(job.key))
         self.save_content(job.bench, computed.rankings)
@@ -482,66 +596,53 @@ class Runner:
         self.encoders.ledger = ledger  # model loading is this result's "model" phase, not its index time
         resolved = self.resolve(spec)
         uses_llm = resolved.uses_llm
-        ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
-                         llm=self.llm if uses_llm else None, progress=self.progress,
-                         cache_dir=self.s.home / "cache", benchmark_name=bench.name, task=bench.task,
-                         data_dir=self.data_dir, online=self.s.online, log=self.log)
-        retriever = instantiate(spec, resolved.cls)
         queries = bench.eval_queries
-        if isinstance(retriever, Preparable):
-            with ledger.phase("fit"):
-                retriever.prepare(ctx)
-        training: list[dict[str, Any]] | None = None  # the splits its model learnt from, for `beyondsim verify`
-        if isinstance(retriever, DeclaresTrainingData):
-            seen = retriever.training_data(ctx)
-            if seen is not None:
-                check_unseen(seen, bench, spec.display)
-                training = [{"benchmark": str(s.get("benchmark", "")), "benchmark_version": str(s.get("version", "")),
-                             "queries": s.get("queries")} for s in seen.sources]
-        if isinstance(retriever, Trainable):
-            train = self.train_benchmark(bench)
-            training = [*(training or []), {"benchmark": train.name, "benchmark_version": train.version,
-                                            "queries": len(train.eval_queries)}]
-            ctx.validation = self.validation_benchmark(bench)
-            with ledger.phase("fit", items=len(train.eval_queries)):
-                retriever.fit(train, ctx)
-        self.log(f"run {spec.display} on {bench.name} (seed {seed}): {len(bench.corpus):,} documents, "
-                 f"{len(queries):,} queries" + (f", reranking pool {pool.name} ({pool.hash})" if pool else ""))
-        if pool is None or hasattr(retriever, "index"):
-            with ledger.phase("index", items=len(bench.corpus)):
-                retriever.index(bench.corpus, ctx)
-        if pool is None:
-            with ledger.phase("search", items=len(queries)):
-                run = as_run(retriever.search(queries, k, ctx), f"retriever {spec.display!r}: search")
-        else:
-            corpus = bench.corpus
-            candidates = {q.id: [Candidate(corpus.get(d), s) for d, s in pool.rankings.get(q.id, ())] for q in queries}
-            with ledger.phase("search", items=len(queries)):
-                run = as_run(retriever.rerank(queries, candidates, ctx), f"retriever {spec.display!r}: rerank")
-            pooling.check_reordering(run, pool, f"retriever {spec.display!r}: rerank")
-            run = run.truncate(k)
-        run.validate(bench.corpus)
-        empty = sum(1 for q in queries if not run.get(q.id))
-        if empty > EMPTY_RANKINGS_TOLERATED * len(queries):
-            self.log(f"warning: {spec.display} returned an empty ranking for {empty:,} of {len(queries):,} queries "
-                     f"on {bench.name}: those queries retrieve nothing, which scores 0 on relevance measures "
-                     "and looks perfect on violation measures")
         measures = measures_for(bench, self.s.extra_measures)
-        pair_scores = None
         # on a pool, PairAcc reads the ranking only: scoring a pair document the pool left out would
         # read beyond the candidates
-        if bench.pairs and "PairAcc" in measures and pool is None:
-            with ledger.phase("search"):
-                pair_scores = self.pair_scores(retriever, bench, queries, run, ctx)
+        wants_pairs = bool(bench.pairs) and "PairAcc" in measures and pool is None
+        train: Benchmark | None = None  # a blind run's train split, handed over before the child starts
+        if self.s.blind:
+            blinding.check_blind(spec.display, uses_llm)
+            trainable = issubclass(resolved.cls, Trainable)
+            train = self.train_benchmark(bench) if trainable else None
+            compute: Any = blinding.Sandboxed(
+                spec=spec, cls=resolved.cls, bench=bench, queries=queries, seed=seed, k=k, device=self.device,
+                home=self.s.home, ledger=ledger, progress=self.progress, log=self.log,
+                candidates=None if pool is None else {q.id: pool.rankings.get(q.id, ()) for q in queries},
+                train=train, validation=self.validation_benchmark(bench) if trainable else None,
+                cache=self.s.blind_cache, hide=self.hidden_paths())
+        else:
+            ctx = RunContext(seed=seed, device=self.device, ledger=ledger, encoders=self.encoders,
+                             llm=self.llm if uses_llm else None, progress=self.progress,
+                             cache_dir=self.s.home / "cache", benchmark_name=bench.name, task=bench.task,
+                             data_dir=self.data_dir, online=self.s.online, log=self.log)
+            compute = Here(self, instantiate(spec, resolved.cls), spec, bench, queries, ctx, k, pool)
+        with compute:
+            training = compute.start()  # prepare, training_data (checked), fit
+            if isinstance(compute, blinding.Sandboxed) and train is not None:
+                training = [*(training or []), {"benchmark": train.name, "benchmark_version": train.version,
+                                                "queries": len(train.eval_queries)}]
+            self.log(f"run {spec.display} on {bench.name} (seed {seed}): {len(bench.corpus):,} documents, "
+                     f"{len(queries):,} queries" + (f", reranking pool {pool.name} ({pool.hash})" if pool else ""))
+            what = "rerank" if pool is not None else "search"
+            run = as_run(compute.retrieve(), f"retriever {spec.display!r}: {what}")
+            if pool is not None:
+                pooling.check_reordering(run, pool, f"retriever {spec.display!r}: rerank")
+            run.validate(bench.corpus)
+            # a ranking deeper than k is cut at k: what is stored, exported and scored is the top k
+            run = run.truncate(k)
+            empty = sum(1 for q in queries if not run.get(q.id))
+            if empty > EMPTY_RANKINGS_TOLERATED * len(queries):
+                self.log(f"warning: {spec.display} returned an empty ranking for {empty:,} of {len(queries):,} "
+                         f"queries on {bench.name}: those queries retrieve nothing, which scores 0 on relevance "
+                         "measures and looks perfect on violation measures")
+            pair_scores = None
+            if wants_pairs:
+                with ledger.phase("search"):
+                    pair_scores = compute.pair_scores(run)
+            extra: dict[str, Any] = compute.extra(analyse)
         ev, mvals = self.evaluate(run, bench, seed, ledger, pair_scores)
-        extra: dict[str, Any] = {}
-        if isinstance(retriever, HasResultExtra):
-            extra["retriever"] = retriever.result_extra()
-        if analyse and isinstance(retriever, Analysable):
-            extra["analysis"] = retriever.analyse(bench, ctx)
-        facts = pool_facts(self.encoders)
-        if facts:
-            extra[FACTS_KEY] = facts
         return ResultRecord(
             key=key, retriever=spec.name, label=spec.display, spec_hash=spec.hash,
             spec=spec.as_dict(), benchmark=bench.name,
@@ -550,7 +651,7 @@ class Runner:
             **ledger.to_dict(),
             rankings=dict(run),
             environment=self.environment, provenance=provenance(resolved.cls),
-            extra={"encoder_stats": dict(self.encoders.stats), "counters": dict(ledger.counters),
+            extra={"encoder_stats": extra.pop("encoder_stats", {}), "counters": dict(ledger.counters),
                    REUSED_KEY: ledger.reused,
                    **({"empty_rankings": empty} if empty else {}),
                    **({"llm": self.llm.describe(), RESULT_RUN_KEY: tag.run_id} if uses_llm else {}),

@@ -15,9 +15,16 @@ result records::
         },                                #   the rankings, or PairAcc's directly scored pairs)
     }
 
-Three trust levels follow (:func:`trust_of`), shown on every row of the site. They are derived
+Four trust levels follow (:func:`trust_of`), shown on every row of the site. They are derived
 here, from what this harness did, never from what a file says:
 
+* ``reproduced blind``: computed by this harness here in a blind run (``run --blind``, ``submit
+  --blind``; harness/run/blind.py): the retriever's ``prepare``, ``fit``, ``index`` and ``search``
+  ran in a sandbox that held the corpus and the query texts but no judgment file, no data
+  directory, no results store and no network. The runner records ``extra["blind"]``
+  (:data:`BLIND_KEY`, the sandbox and its version) on such a result; it counts only on a result
+  computed here (no ``extra["origin"]``, not a scored run file): an imported result's
+  ``extra["blind"]`` is what a file says, and means nothing here;
 * ``reproduced``: computed by this harness here (``run``, ``submit``; a run file scored here with
   ``evaluate --store`` is *verified*: its rankings were computed elsewhere), or an imported result that
   verified (below) *and* whose figures a ``beyondsim reproduce`` run of the *shipped* matrix
@@ -36,7 +43,11 @@ here, from what this harness did, never from what a file says:
 
 What *verified* cannot prove: that the rankings came from the code the result names (anyone can
 write rankings and the figures they give). What *reproduced* proves for an import: this harness
-recomputed the same figures from the same configuration here.
+recomputed the same figures from the same configuration here. What *reproduced* cannot prove: that
+the code did not read the judgments (a class that opens the qrels file and puts the satisfying
+documents first is computed here like any other); *reproduced blind* proves it did not read them
+while it ran — not that its weights, its code or a cache it was given were not made from them (a
+model that memorised a test split).
 """
 
 from __future__ import annotations
@@ -44,13 +55,17 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 ORIGIN_KEY = "origin"
-REPRODUCED, VERIFIED, REPORTED = "reproduced", "verified", "reported"
-LEVELS = (REPRODUCED, VERIFIED, REPORTED)  # best first
+BLIND_KEY = "blind"  # a result's extra: how the blind run that computed it was sandboxed (harness/run/blind.py)
+REPRODUCED_BLIND, REPRODUCED, VERIFIED, REPORTED = "reproduced blind", "reproduced", "verified", "reported"
+LEVELS = (REPRODUCED_BLIND, REPRODUCED, VERIFIED, REPORTED)  # best first
 MATCHED = ("OK", "OKish")  # reproduction statuses that count as reproduced
 
 DIRECTLY_SCORED = ("PairAcc",)  # figures a runner scores on the pair documents, not from the ranking
 
 DESCRIPTIONS = {
+    REPRODUCED_BLIND: "computed by this harness on this machine in a blind run (beyondsim run --blind): the "
+                      "retriever ran in a sandbox that held the corpus and the query texts but no judgment file, no "
+                      "data directory and no network; what its model or code brought with them is not checked",
     REPRODUCED: "computed by this harness on this machine, or verified and recomputed here with the shipped "
                 "reproduction matrix (beyondsim reproduce) and matched",
     VERIFIED: "imported; its figures recomputed here from its rankings and matched (the figures checked are "
@@ -73,6 +88,15 @@ def from_run_file(extra: Mapping[str, Any] | None) -> bool:
     """Whether a result is a run file scored here (``beyondsim evaluate --store``): its figures were
     computed here, from rankings computed elsewhere, so it is *verified*, never *reproduced*."""
     return isinstance((extra or {}).get(RUN_FILE_KEY), Mapping)
+
+
+def ran_blind(extra: Mapping[str, Any] | None) -> bool:
+    """Whether a result was computed here in a blind run: no import record, not a run file scored
+    here, and the runner's ``extra["blind"]`` naming its sandbox. An import's ``extra["blind"]`` is
+    never read: a file can say anything."""
+    blind = (extra or {}).get(BLIND_KEY)
+    return (origin(extra) is None and not from_run_file(extra) and isinstance(blind, Mapping)
+            and isinstance(blind.get("sandbox"), str) and bool(blind["sandbox"]))
 
 
 def is_reference(extra: Mapping[str, Any] | None) -> bool:
@@ -102,7 +126,7 @@ def trust_of(extra: Mapping[str, Any] | None, reproduced: bool = False, headline
     counts only for a result that verified."""
     checked = checked_measures(extra)
     if checked is None:
-        return VERIFIED if from_run_file(extra) else REPRODUCED
+        return VERIFIED if from_run_file(extra) else REPRODUCED_BLIND if ran_blind(extra) else REPRODUCED
     if not isinstance(origin(extra).get("verified"), Mapping):  # type: ignore[union-attr]
         return REPORTED
     if any(m not in checked and _family(m) not in DIRECTLY_SCORED for m in headline):
