@@ -36,7 +36,9 @@ from typing import Any
 
 _CONSTRAINT = ["nevir", "excluir", "negconstraint", "diag/antonym", "diag/negation", "diag/exclusion"]
 _TOPICAL = ["beir/scifact", "beir/nfcorpus", "beir/scidocs", "beir/arguana", "beir/fiqa", "beir/cqadupstack/android"]
-_COMPLETENESS = ["toollens", "toolbank/numpy", "toolbank/pandas", "toolbank/aws", "multihop-rag"]
+# LIMIT (Weller et al. 2025): every pair of its 46 people must be retrievable together; limit-small is
+# on disk, the full limit (50k documents) comes from the hub with --online
+_COMPLETENESS = ["toollens", "toolbank/numpy", "toolbank/pandas", "toolbank/aws", "multihop-rag", "limit-small", "limit"]
 _BASELINES = ["bm25", "dense"]
 # the chance level: run with every suite, shown in every table and plot, never ranked
 _CHANCE = "random"
@@ -83,7 +85,8 @@ SUITES: dict[str, dict[str, Any]] = {
         "chance": _CHANCE,
     },
     "completeness": {
-        "description": "Set completeness: tool retrieval (ToolLens, ToolBank) and multi-hop evidence (MultiHop-RAG).",
+        "description": "Set completeness: tool retrieval (ToolLens, ToolBank), multi-hop evidence (MultiHop-RAG) and "
+                       "LIMIT's pairs of people (every pair must be retrievable together).",
         "benchmarks": list(_COMPLETENESS),
         "retrievers": list(_RUN),
         "headline": ["Comp@5", "R@5"],

@@ -105,16 +105,29 @@ class DenseParams:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
 
 
+TITLE_JOIN = ". "
+"""What joins a document's title and text for the encoder by default (:attr:`harness.types.Document.full_text`)."""
+MTEB_TITLE_JOIN = " "
+"""MTEB's join (``(title + " " + text).strip()`` in its dense retrieval, and BEIR's): ``title_join=" "``."""
+
+
 @dataclass(frozen=True)
 class PooledDenseParams(DenseParams):
-    """:class:`DenseParams` plus the pooling (``auto`` | ``mean`` | ``cls`` | ``max`` | ``lasttoken``)."""
+    """:class:`DenseParams` plus the pooling (``auto`` | ``mean`` | ``cls`` | ``max`` | ``lasttoken``)
+    and ``title_join``, the text between a document's title and its text in what the encoder reads
+    (``". "``, the default: ``Document.full_text``; ``" "``: MTEB's and BEIR's join, so a figure of
+    theirs is compared on the same texts; a document without a title is its text either way). At its
+    default it is left out of the spec, so results stored before it existed keep their key."""
 
     pooling: str = "auto"
+    title_join: str = added_param(TITLE_JOIN, since="0.2.0")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.pooling not in POOLING_CHOICES:
             raise ValueError(f"pooling must be one of {', '.join(POOLING_CHOICES)}, not {self.pooling!r}")
+        if not isinstance(self.title_join, str):
+            raise ValueError(f"title_join must be a string (\". \" or MTEB's \" \"), not {self.title_join!r}")
 
 
 class DenseIndex:
@@ -164,7 +177,7 @@ class DenseIndex:
         if card is not None and card != p.normalize and getattr(p, "pooling", None) is not None:
             ctx.log(f"note: the model card of {p.model} scores {'cosine' if card else 'inner product'}; "
                     f"this run uses normalize={str(p.normalize).lower()}")
-        emb = self._pool(ctx).encode(p.model, corpus.texts(), prefix=p.doc_prefix, normalize=p.normalize,
+        emb = self._pool(ctx).encode(p.model, self.doc_texts(corpus), prefix=p.doc_prefix, normalize=p.normalize,
                                      batch_size=p.batch_size, max_length=p.max_length,
                                      description="encoding documents", pooling=self.pooling,
                                      backend=self.backend)
@@ -173,6 +186,15 @@ class DenseIndex:
         self._index.add(self.doc_embeddings)
         self._doc_ids = corpus.ids
         self._rows = {d: i for i, d in enumerate(self._doc_ids)}
+
+    def doc_texts(self, corpus: Corpus) -> list[str]:
+        """What the encoder reads of each document: title and text joined by the parameters'
+        ``title_join`` (:class:`PooledDenseParams`; ``". "``, ``Document.full_text``, for params
+        without one), or the text alone for a document without a title."""
+        join = getattr(self.params, "title_join", TITLE_JOIN)
+        if join == TITLE_JOIN:
+            return corpus.texts()
+        return [f"{d.title}{join}{d.text}" if d.title else d.text for d in corpus]
 
     def candidate_rows(self, qid: str, candidates: Sequence[Candidate]) -> tuple[list[str], np.ndarray]:
         """The ids of a query's pool candidates (:func:`distinct`, pool order) and their rows in the

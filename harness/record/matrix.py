@@ -27,6 +27,32 @@
   A score is a number, or a table ``{ expected, tolerance, reason, quick }`` overriding the
   condition's fields; a condition's ``quick`` (false) marks its rows among those ``--quick`` runs,
   its ``seed`` (0) the run's seed.
+* a peer harness's published results (:class:`Harness`): ``[[harness]]`` names the harness, the
+  package whose version wrote its files and the repository that holds them; each
+  ``[[harness.result]]`` is one results file (``file``, its path there; ``version``, the package
+  version the file records; ``commit``, the repository commit it was read at), the configuration
+  and benchmark that run it the same way here, a ``label`` for the rows, its ``differences`` (what
+  still differs from the run here) and, as a paper's condition, its tolerance, reason and scores::
+
+      [[harness]]
+      name = "MTEB"
+      package = "mteb"
+      repository = "embeddings-benchmark/results"
+
+      [[harness.result]]
+      file = "results/sentence-transformers__all-MiniLM-L6-v2/8b32…/SciFact.json"
+      version = "1.12.75"
+      retriever = "dense"
+      params = { title_join = " " }
+      benchmark = "beir/scifact"
+      differences = ["the corpus is rebuilt from the allenai/scifact CSV", …]
+      tolerance = 0.01
+      reason = "why the figures may differ this much"
+      scores = { "nDCG@10" = 0.64508 }
+
+  Its rows are ``published`` rows (reported beside ours, never a failure) whose source is
+  ``"<name> (<repository>), <file> (<package> <version>)"``; :class:`Row` carries the repository,
+  file, version, commit and differences.
 * the rows the bundle's own figures give (kind ``reference``, with the plan's tolerance and
   reason per configuration) are :func:`harness.record.bundle.bundle_rows`; the shipped matrix is
   those and the rows of ``expected.toml`` (:func:`harness.record.reproduce.shipped_matrix`).
@@ -390,6 +416,14 @@ def _table_name(name: str) -> str:
     return name
 
 
+def _in_table_part(name: str) -> str:
+    """A peer result's file or version: the table part of its rows' source, which holds no ``", "``."""
+    if ", " in name:
+        raise ValueError(f"no ', ' here (a peer row's source is '<harness> (<repository>), <file> (<package> "
+                         f"<version>)'), not {name!r}")
+    return name
+
+
 class Table(_Model):
     name: Annotated[Text, AfterValidator(_table_name)]
     condition: list[PaperCondition] = Field(min_length=1)
@@ -400,19 +434,57 @@ class Paper(_Model):
     table: Annotated[list[Table], AfterValidator(lambda t: _unique_names(t, "table"))] = Field(min_length=1)
 
 
+class PeerResult(_Condition):
+    """One results file of a peer harness and the configuration that runs it the same way here: its
+    path in the harness's repository, the harness version that wrote it, the repository commit it
+    was read at, the label of its rows and the differences that remain (each one line)."""
+
+    file: Annotated[Text, AfterValidator(_in_table_part)]
+    version: Annotated[Text, AfterValidator(_in_table_part)]
+    commit: Text | None = None
+    label: Text | None = None
+    differences: list[Text] = Field(min_length=1)
+
+    @property
+    def spec(self) -> RetrieverSpec:
+        return make_spec(self.retriever, self.params, label=self.label or "")
+
+
+class Harness(_Model):
+    """A peer harness whose published results are rows of the matrix (kind ``published``)."""
+
+    name: Text
+    package: Text
+    repository: Text
+    result: list[PeerResult] = Field(min_length=1)
+
+    def source(self, r: PeerResult) -> str:
+        """A row's source: ``"<name> (<repository>), <file> (<package> <version>)"`` (the "paper,
+        table" form: the reproduction page groups the rows by harness, then file)."""
+        return f"{self.name} ({self.repository}), {r.file} ({self.package} {r.version})"
+
+
 class Matrix(_Model):
-    """The matrix file: one's own conditions, then the papers' (the shipped file has papers only)."""
+    """The matrix file: one's own conditions, then the papers', then the peer harnesses' (the shipped
+    file has papers and harnesses only)."""
 
     condition: list[Condition] = Field(default_factory=list)
     paper: Annotated[list[Paper], AfterValidator(lambda p: _unique_names(p, "paper"))] = Field(default_factory=list)
+    harness: Annotated[list[Harness], AfterValidator(lambda h: _unique_names(h, "harness"))] = Field(
+        default_factory=list)
 
     def rows(self, *, first: int = 1) -> list[Row]:
-        """Every figure as a :class:`Row`, in file order (one's own conditions first), numbered from ``first``."""
+        """Every figure as a :class:`Row`, in file order (one's own conditions first, then the papers',
+        then the peer harnesses'), numbered from ``first``."""
         out: list[Row] = []
-        own = [(c, REFERENCE, c.source, "", "", f"condition {i}") for i, c in enumerate(self.condition, 1)]
-        papers = [(c, c.kind, f"{p.name}, {t.name}", p.name, t.name, f"paper {p.name!r}, table {t.name!r}, condition {i}")
-                  for p in self.paper for t in p.table for i, c in enumerate(t.condition, 1)]
-        for c, kind, source, paper, table, where in own + papers:
+        own = [(c, REFERENCE, c.source, "", "", f"condition {i}", {}) for i, c in enumerate(self.condition, 1)]
+        papers = [(c, c.kind, f"{p.name}, {t.name}", p.name, t.name, f"paper {p.name!r}, table {t.name!r}, condition {i}",
+                   {}) for p in self.paper for t in p.table for i, c in enumerate(t.condition, 1)]
+        peers = [(r, PUBLISHED, h.source(r), *h.source(r).rsplit(", ", 1), f"harness {h.name!r}, result {i}",
+                  {"peer": h.name, "repository": h.repository, "file": r.file, "peer_version": f"{h.package} {r.version}",
+                   "commit": r.commit or "", "differences": tuple(r.differences)})
+                 for h in self.harness for i, r in enumerate(h.result, 1)]
+        for c, kind, source, paper, table, where, peer in own + papers + peers:
             spec = c.spec
             baseline = getattr(c, "baseline", None)
             for measure, s in c.scores.items():
@@ -421,15 +493,15 @@ class Matrix(_Model):
                                tolerance=c.tolerance if s.tolerance is None else float(s.tolerance),
                                reason=s.reason or c.reason, quick=c.quick if s.quick is None else s.quick,
                                seed=c.seed, baseline=baseline.spec if baseline is not None else None,
-                               claim=getattr(c, "claim", None) or "", where=f"{where}, {measure}"))
+                               claim=getattr(c, "claim", None) or "", where=f"{where}, {measure}", **peer))
         return out
 
 
 def _matrix_label(key: str, i: int, table: Any) -> str | None:
-    if key not in ("paper", "table", "condition"):
+    if key not in ("paper", "table", "condition", "harness", "result"):
         return None
     t = table if isinstance(table, dict) else {}
-    if key != "condition" and isinstance(t.get("name"), str):
+    if key not in ("condition", "result") and isinstance(t.get("name"), str):
         return f"{key} {t['name']!r}"
     what = f" ({t['retriever']} on {t['benchmark']})" if all(isinstance(t.get(k), str) for k in ("retriever", "benchmark")) else ""
     return f"{key} {i + 1}{what}"
@@ -452,9 +524,17 @@ class Row:
     seed: int = 0
     baseline: RetrieverSpec | None = None  # a direction row's other side
     claim: str = ""  # a direction row's claim: "better" or "same"
-    paper: str = ""  # a published or direction row's paper and table
+    paper: str = ""  # a published or direction row's paper and table (a peer row's: harness, file)
     table: str = ""
     where: str = ""  # where the row is written ("paper 'P', table 'T', condition 2, V@2"), for messages
+    # a peer harness's row (:class:`Harness`): the harness, its results repository, the file there,
+    # the version that wrote it ("mteb 1.12.75"), the commit it was read at, the differences that remain
+    peer: str = ""
+    repository: str = ""
+    file: str = ""
+    peer_version: str = ""
+    commit: str = ""
+    differences: tuple[str, ...] = ()
 
     @property
     def retriever(self) -> str:
@@ -483,9 +563,10 @@ def read_matrix(path: str | Path, *, first: int = 1) -> list[Row]:
     if other:
         flat = "; a [[row]] of the old flat form is a condition with one score" if "row" in other else ""
         raise MatrixError(f"{path}: unknown top-level key {other[0]!r}; a matrix holds [[paper]] tables (with "
-                          f"[[paper.table]] and [[paper.table.condition]]) and [[condition]] tables{flat}")
-    if not raw.get("paper") and not raw.get("condition"):
-        raise MatrixError(f"{path}: no [[paper]] or [[condition]] tables")
+                          f"[[paper.table]] and [[paper.table.condition]]), [[harness]] tables (with "
+                          f"[[harness.result]]) and [[condition]] tables{flat}")
+    if not raw.get("paper") and not raw.get("condition") and not raw.get("harness"):
+        raise MatrixError(f"{path}: no [[paper]] or [[condition]] tables, nor [[harness]] tables")
     try:
         matrix = Matrix.model_validate(raw)
     except ValidationError as e:
