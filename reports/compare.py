@@ -11,9 +11,11 @@
   Holm-adjusted across the rows compared with the same yardstick on the same measure, with the
   per-query win/tie/loss counts;
 * one :class:`SuiteComparison` per overview table: the suite's headline measures averaged over
-  the same benchmarks for every ranked row (:func:`headline_set`); rows that lack one of them
-  are shown apart with what they lack, and results on a query slice (``--max-queries``) are in no
-  table;
+  the same benchmarks for every ranked row (:func:`headline_set` of the rows that may be ranked,
+  never of a row set apart: :func:`reports.ranking.suite_comparison`); rows that lack one of them
+  are shown apart with what they lack, a row without the headline measure or its per-query values
+  is never ranked (:func:`reports.ranking.lacking`), and results on a query slice
+  (``--max-queries``) are in no table;
 * the stored parameter sweeps of each benchmark (:mod:`reports.sweeps` makes grids of them);
 * the second-stage track (:class:`reports.second_stage.SecondStage`): rerankers on frozen candidate
   pools and each pool's reference rows, which are in none of the tables above.
@@ -31,14 +33,18 @@ Grouping (:func:`collect`, which also feeds :func:`summary_rows`):
 
 * a *section* per benchmark name, ordered by task (constraint, completeness, topical, then any
   other) and name;
-* a *row* per retriever configuration: results grouped by ``(label, spec_hash,
-  benchmark_version)``. Several seeds are aggregated (mean over seeds of each per-seed mean; the
-  sample standard deviation, ``ddof=1``, when there are two or more). Should the same seed be
-  stored twice for one configuration (another harness version or depth ``k``, or a result
-  computed here beside an imported one), the one shown is the result computed here (the most
-  recent of them), else the import with the best evidence (verified before reported), then the
-  smallest key: never a date or an order that a file could choose
-  (:func:`shown_over`). A label run with several specs is shown as ``label (hash6)``.
+* a *row* per retriever configuration and slot: results grouped by ``(label, spec_hash,
+  benchmark_version, slot)``, the slot being where they come from (:func:`reports.rows.slot_of`:
+  computed here, the shipped reference bundle, or one imported file). Several seeds of one slot
+  are aggregated (mean over seeds of each per-seed mean; the sample standard deviation,
+  ``ddof=1``, when there are two or more); the seeds of two slots never are: an import of other
+  seeds of the user's own configuration is a row of its own (shown with its slot,
+  ``bm25 (from results.jsonl)``), and the user's row keeps its trust. Should the same seed be
+  stored twice in one slot (another harness version or depth ``k``), the one shown is the most
+  recent result computed here, else the import with the best evidence (verified before
+  reported), then the smallest key: never a date or an order that a file could choose
+  (:func:`shown_over`). A label run with several specs is shown as ``label (hash6)``; no two rows
+  are ever shown by one name (:func:`reports.rows.shown_names`).
 """
 
 from __future__ import annotations
@@ -49,19 +55,20 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness import registry
 from harness.store.results import BenchmarkInfo, ResultRecord, Store
-from harness.store.trust import matched_figures, weakest_trust
+from harness.store.trust import matched_figures, origin, weakest_trust
 
 # The rows live in reports.rows and the ranking machinery in reports.ranking; their public names
 # are importable from here too.
 from .ranking import (ALPHA, BASELINE, CHANCE_LEVEL, COMPARATOR, N_RESAMPLES, OTHER_SUITE, ChanceCheck, PairedTest,
-                      SuiteComparison, SuiteRow, Values, below_chance, chance_floor, headline_set, is_better,
+                      SuiteComparison, SuiteRow, Values, below_chance, chance_floor, headline_set, is_better, lacking,
                       measure_higher_is_better, order_rows, rank_intervals, significance, sort_value,
                       suite_comparison, win_tie_loss)
-from .rows import (ENCODER_PARAMS, SLICE_RE, Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec, base_name,
-                   home_suite, is_local, local_display, measure_sort_key, on_pool, short_model, shown_over)
+from .rows import (ENCODER_PARAMS, OWN_SLOT, SLICE_RE, Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec,
+                   base_name, home_suite, is_local, local_display, may_be_chance, measure_sort_key, on_pool,
+                   short_model, shown_names, shown_over, slot_of)
 from . import second_stage
 from .second_stage import SecondStage
-from .text import slugify
+from .text import finite, slugify
 
 __all__ = [
     "ALPHA", "BASELINE", "CHANCE_LEVEL", "COMPARATOR", "ENCODER_PARAMS", "N_RESAMPLES", "OTHER_SUITE", "TASK_ORDER", "SLICE_RE",
@@ -70,7 +77,7 @@ __all__ = [
     "chance_floor", "collect", "compare", "comparison_suite", "declared_suites", "headline_set", "home_suite",
     "is_better", "is_local", "local_display", "on_pool", "measure_higher_is_better", "measure_sort_key", "order_rows",
     "rank_intervals", "short_model", "shown_over", "significance", "suite_comparison", "suite_comparisons",
-    "summary_rows", "win_tie_loss",
+    "summary_rows", "win_tie_loss", "OWN_SLOT", "lacking", "may_be_chance", "shown_names", "slot_of",
 ]
 
 TASK_ORDER = ("constraint", "completeness", "topical")
@@ -105,27 +112,29 @@ def collect(store: Store, records: list[ResultRecord] | None = None) -> list[Ben
     :func:`reports.rows.on_pool`) are in no section: :mod:`reports.second_stage` compares them."""
     records = store.results() if records is None else records
     records = [r for r in records if not on_pool(r)]
+    # an imported copy of a result computed here (the same key: the same configuration, benchmark
+    # version, seed, depth and harness) is that very computation: the own result stands for it, and
+    # the import's row keeps only the seeds the own slot lacks (so the slots are still never mixed)
+    own_keys = {r.key for r in records if origin(r.extra) is None}
+    records = [r for r in records if origin(r.extra) is None or r.key not in own_keys]
     infos: dict[str, list[BenchmarkInfo]] = {}
     for b in store.benchmarks():
         infos.setdefault(b.name, []).append(b)
 
-    # one result per (configuration, seed): see shown_over
-    groups: dict[tuple[str, str, str, str], dict[int, ResultRecord]] = {}
+    # one result per (configuration, slot, seed): see shown_over; slots are never mixed
+    groups: dict[tuple[str, str, str, str, str], dict[int, ResultRecord]] = {}
     for rec in records:
-        key = (rec.benchmark, rec.label, rec.spec_hash, rec.benchmark_version)
+        key = (rec.benchmark, rec.label, rec.spec_hash, rec.benchmark_version, slot_of(rec))
         by_seed = groups.setdefault(key, {})
         old = by_seed.get(rec.seed)
         if old is None or shown_over(rec, old):
             by_seed[rec.seed] = rec
 
-    hashes_per_label: dict[str, set[str]] = {}
-    for (_, label, spec_hash, _) in groups:
-        hashes_per_label.setdefault(label, set()).add(spec_hash)
-
+    names = shown_names((label, spec_hash, slot) for (_, label, spec_hash, _, slot) in groups)
     by_bench: dict[str, list[ConfigGroup]] = {}
-    for (bench, label, spec_hash, version), by_seed in groups.items():
-        display = label if len(hashes_per_label[label]) == 1 else f"{label} ({spec_hash[:6]})"
-        g = ConfigGroup(bench, version, label, spec_hash, [by_seed[s] for s in sorted(by_seed)], display)
+    for (bench, label, spec_hash, version, slot), by_seed in groups.items():
+        g = ConfigGroup(bench, version, label, spec_hash, [by_seed[s] for s in sorted(by_seed)],
+                        names[(label, spec_hash, slot)], slot=slot)
         by_bench.setdefault(bench, []).append(g)
 
     sections: list[BenchmarkSection] = []
@@ -202,6 +211,7 @@ class PerQuery:
     def __init__(self, store: Store):
         self.store = store
         self._by_result: dict[int, dict[str, dict[str, float]]] = {}
+        self._by_group: dict[tuple[int, ...], dict[str, dict[str, float]]] = {}
 
     def result(self, rec: ResultRecord) -> dict[str, dict[str, float]]:
         rid = int(rec.id or 0)
@@ -210,16 +220,27 @@ class PerQuery:
         return self._by_result[rid]
 
     def group(self, g: ConfigGroup) -> dict[str, dict[str, float]]:
-        """``{measure: {qid: mean over the seeds that scored the query}}``."""
+        """``{measure: {qid: mean over the seeds that scored the query}}``. A measure one of the
+        seeds has a figure of but no per-query values for is left out: the row's mean of it is not
+        what its per-query values average, so no test may read them as the row's (the board then
+        lists the row apart where it needs them, :mod:`reports.ranking`)."""
         if len(g.records) == 1:  # one seed: its own values (read-only, shared with :meth:`result`)
             return self.result(g.records[0])
+        ident = tuple(int(r.id or 0) for r in g.records)
+        if ident in self._by_group and all(r.id is not None for r in g.records):
+            return self._by_group[ident]
         acc: dict[str, dict[str, list[float]]] = {}
+        gaps: set[str] = set()
         for r in g.records:
-            for m, col in self.result(r).items():
+            values = self.result(r)
+            gaps |= {m for m, v in r.measures.items() if finite(v.mean) and not values.get(m)}
+            for m, col in values.items():
                 d = acc.setdefault(m, {})
                 for q, v in col.items():
                     d.setdefault(q, []).append(float(v))
-        return {m: {q: sum(v) / len(v) for q, v in col.items()} for m, col in acc.items()}
+        out = {m: {q: sum(v) / len(v) for q, v in col.items()} for m, col in acc.items() if m not in gaps}
+        self._by_group[ident] = out
+        return out
 
 
 # --------------------------------------------------------------------------------------------

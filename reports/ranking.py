@@ -7,6 +7,7 @@
 * :func:`rank_intervals`: a rank interval per row from paired tests of every pair of rows;
 * :func:`below_chance`: whether a row's topical quality is above the chance row's
   (:class:`ChanceCheck`, :func:`chance_floor`);
+* :func:`lacking`: whether a row has what ranking it needs (the measure and its per-query values);
 * :func:`order_rows`: a benchmark page's default order of its rows and why a row is not ranked;
 * :func:`suite_comparison`: one overview table (:class:`SuiteComparison` of :class:`SuiteRow`),
   its headline figures averaged over the same benchmarks for every ranked row
@@ -22,9 +23,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.measures import parse_measure
 from harness.measures.stats import holm, paired_randomization_tests
-from harness.store.trust import LEVELS, REPORTED, REPRODUCED
+from harness.store.trust import REPORTED, REPRODUCED
 
-from .rows import Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec
+from .rows import (Aggregate, BenchmarkSection, ConfigGroup, SuiteSpec, chance_preference, may_be_chance,
+                   weakest_level)
 
 ALPHA = 0.05
 N_RESAMPLES = 10_000
@@ -37,6 +39,7 @@ COMPARATOR, BASELINE = "reference", "baseline"
 OTHER_SUITE = "other"
 CHANCE_LEVEL = "chance level"
 BELOW_CHANCE = "below chance on relevance"  # how a row's reason to be listed apart begins (below_chance)
+REPORTED_WHY = "reported figures, not checked here"
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,7 +130,10 @@ def significance(groups: Sequence[ConfigGroup], per_query: Sequence[Mapping[str,
     for m in measures:
         higher = measure_higher_is_better(m)
         means = {i: g.measure(m).mean for i, g in enumerate(groups)}
-        cands = [i for i in range(len(groups)) if means[i] is not None and per_query[i].get(m)]
+        # (a row whose per-query values are missing or fewer than its mean is over is tested with
+        # nothing: its missing queries are never read as ties)
+        cands = [i for i in range(len(groups)) if means[i] is not None and per_query[i].get(m)
+                 and not _short(groups[i], per_query[i].get(m) or {}, m)]
         fin = {i: float(means[i]) for i in cands}  # type: ignore[arg-type]
         trusted = [i for i in cands if groups[i].trusted_for(m)]
         chosen = {
@@ -171,9 +177,15 @@ def rank_intervals(columns: Sequence[Mapping[str, float]], means: Sequence[float
     """The rank interval of each row: from 1 + the rows significantly better than it to the
     number of rows − the rows significantly worse, by two-sided paired randomisation tests of
     every pair of rows on their per-query values (``columns``), Holm-adjusted over all the pairs.
-    A rank is a single number only when the tests separate the row from every other; a row without
-    per-query values is separated from none."""
+    A rank is a single number only when the tests separate the row from every other. Missing
+    per-query values are never read as a tie: rows are ranked on per-query values only when every
+    row has them (a ValueError when some have none; :func:`lacking` lists such a row apart before
+    it gets here), and when none has them (a store written before they were kept) nothing is
+    tested and every interval spans the table."""
     n = len(columns)
+    if any(columns) and not all(columns):
+        raise ValueError("rank intervals: a row without per-query values cannot be ranked beside rows with them "
+                         "(it would be separated from none); list it apart first (reports.ranking.lacking)")
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     pvalues = paired_randomization_tests([(columns[i], columns[j]) for i, j in pairs],
                                          n_resamples=n_resamples, seed=0)
@@ -284,6 +296,43 @@ def _chance_check(per_bench: Mapping[str, ConfigGroup], chance: Mapping[str, Con
 
 
 # --------------------------------------------------------------------------------------------
+# what ranking a row needs
+
+
+def _short(g: ConfigGroup, col: Mapping[str, float], measure: str) -> int:
+    """How many values the row's per-query column of ``measure`` lacks against the count its mean is
+    over (0 when complete)."""
+    n = max(g.measure(measure).n, default=0)
+    return max(0, n - len(col))
+
+
+def lacking(g: ConfigGroup, measures: Iterable[str | None], peers: Sequence[ConfigGroup],
+            values: Values | None) -> str:
+    """Why ``g`` cannot be ranked beside ``peers`` (the rows it would be ranked with, itself among
+    them) on ``measures`` (the measure that orders the table, and the one a row must beat chance
+    on): "" when it can. A measure some peer has a figure of must be among the row's figures
+    ("no Sat@10": a file that leaves its headline figure out is never ranked on the others); where
+    a peer has per-query values of it, the row needs them too, for every query its mean is over
+    ("no per-query values of Sat@10"): a row without them would escape the tests against chance and
+    separate from no row, so it would be ranked on a mean nobody tested. Where no peer has
+    per-query values of a measure (a store written before they were kept), nothing is required of
+    them."""
+    for m in dict.fromkeys(x for x in measures if x):
+        if g.measure(m).mean is None and any(p.measure(m).mean is not None for p in peers):
+            return f"no {m}"
+        if values is None or not any(values(p).get(m) for p in peers):
+            continue  # no row to rank has per-query values of it: nothing to require
+        col = values(g).get(m) or {}
+        if not col:
+            return f"no per-query values of {m}"
+        short = _short(g, col, m)
+        if short:
+            n = max(g.measure(m).n, default=0)
+            return f"per-query values of {m} for {n - short} of the {n} its mean is over"
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
 # a benchmark page's rows
 
 
@@ -292,9 +341,13 @@ def order_rows(s: BenchmarkSection, home: SuiteSpec | None, values: Values,
     """Order a benchmark's rows as its page shows them by default, and say why each unranked row is
     not ranked: the ranked rows by the measure that orders its home suite's table (the suite's
     first headline measure, when the rows have it; else the benchmark's first measure, which then
-    heads the columns), best first; then rows below chance on the suite's ``relevance`` measure
-    (:func:`below_chance`), the chance row, and reported figures. Returns the ordering measure and
-    ``{row index: why it is not ranked}``."""
+    heads the columns), best first; then rows that lack that measure or its per-query values, or
+    the ``relevance`` measure the chance test needs (:func:`lacking`), and rows below chance on it
+    (:func:`below_chance`); then the chance row, and reported figures. The chance row is a row of
+    the suite's ``chance`` retriever computed here or the shipped reference bundle's that verified
+    (:func:`reports.rows.may_be_chance`; computed here first); a row of that retriever from any
+    other file is an ordinary row, tested against it. Returns the ordering measure and ``{row
+    index: why it is not ranked}``."""
     present = {m for g in s.groups for r in g.records for m in r.measures}
     rank_measure = home.headline[0] if home is not None and home.headline and home.headline[0] in present else None
     if rank_measure is not None and rank_measure in s.measures:
@@ -305,13 +358,22 @@ def order_rows(s: BenchmarkSection, home: SuiteSpec | None, values: Values,
     chance = home.chance if home is not None else None
     relevance = home.relevance if home is not None else None
     why: dict[int, str] = {}  # by id() of the group, before the groups are sorted
-    base = next((g for g in s.groups if chance is not None and g.retriever == chance), None)
+    levels = sorted((g for g in s.groups if chance is not None and g.retriever == chance and may_be_chance(g)),
+                    key=chance_preference)
+    base = levels[0] if levels else None
     for g in s.groups:
-        if chance is not None and g.retriever == chance:
+        if any(g is c for c in levels):
             why[id(g)] = CHANCE_LEVEL
         elif g.trust == REPORTED:
-            why[id(g)] = "reported figures, not checked here"
-    if base is not None and relevance is not None:
+            why[id(g)] = REPORTED_WHY
+    peers = [g for g in s.groups if id(g) not in why]
+    tested = relevance if base is not None and relevance is not None and base.measure(relevance).mean is not None \
+        else None
+    for g in peers:
+        w = lacking(g, (rank_measure, tested), peers, values)
+        if w:
+            why[id(g)] = w
+    if base is not None and tested is not None:
         others = [g for g in s.groups if id(g) not in why]
         theirs = values(base).get(relevance) or {}
         checks = [ChanceCheck(values(g).get(relevance) or {}, theirs, g.measure(relevance).mean,
@@ -352,6 +414,7 @@ class SuiteRow:
     chance: bool = False  # the chance level (the suite's ``chance`` retriever): shown, never ranked
     below_chance: str = ""  # why its topical quality is not above chance ("" when it is, or unknown)
     rank: tuple[int, int] | None = None  # its rank interval among the ranked rows (rank_intervals)
+    lacks: str = ""  # what ranking it needs that it lacks on a headline benchmark (lacking; "" when nothing)
 
     @property
     def complete(self) -> bool:
@@ -361,8 +424,10 @@ class SuiteRow:
     @property
     def ranked(self) -> bool:
         """Ranked with the others: complete, figures that someone here checked, not the chance
-        level, and topical quality above it."""
-        return self.complete and self.trust != REPORTED and not self.chance and not self.below_chance
+        level, the headline measure and its per-query values on every headline benchmark, and
+        topical quality above chance."""
+        return (self.complete and self.trust != REPORTED and not self.chance and not self.lacks
+                and not self.below_chance)
 
     @property
     def why_apart(self) -> str:
@@ -372,16 +437,18 @@ class SuiteRow:
         if self.missing:
             return "not run on " + ", ".join(self.missing)
         if self.trust == REPORTED:
-            return "reported figures, not checked here"
-        return self.below_chance
+            return REPORTED_WHY
+        return self.lacks or self.below_chance
 
 
 @dataclass
 class SuiteComparison:
     """One overview table. Its headline figures are means over the same benchmarks for every
-    ranked row (:attr:`headline_benchmarks`, see :func:`headline_set`); rows that lack one of them,
-    rows of reported figures and rows below chance on relevance are :attr:`apart`, with why, and
-    never ranked above a ranked row; the chance level's row (:attr:`chance`) is shown on its own."""
+    ranked row (:attr:`headline_benchmarks`, decided by the ranked rows: see
+    :func:`suite_comparison`); rows that lack one of them (incomplete), rows of reported figures,
+    rows without the headline measure or its per-query values and rows below chance on relevance
+    are :attr:`apart`, with why, and never ranked above a ranked row; the chance level's row
+    (:attr:`chance`) is shown on its own."""
 
     name: str
     description: str
@@ -431,7 +498,10 @@ def headline_set(coverage: Mapping[str, frozenset[str]], order: Sequence[str]) -
     sets). Among the rows' own coverage sets, the one that maximises *rows run on all of it ×
     its size* (ties: the larger set, then the earlier benchmarks of ``order``): a benchmark only one
     submission ran drops out of the headline rather than every other row, and a row that skipped
-    a benchmark the field ran is shown apart rather than the benchmark dropped."""
+    a benchmark the field ran is shown apart rather than the benchmark dropped. ``coverage`` must
+    hold the rows that may be ranked only (:func:`suite_comparison` says which): a row the board
+    sets apart never votes, so it can never shrink the set to let a row that skipped a benchmark
+    be ranked."""
     best: tuple[int, int, tuple[int, ...]] | None = None
     chosen: frozenset[str] = frozenset()
     for cand in sorted(set(coverage.values()), key=lambda c: sorted(order.index(b) for b in c)):
@@ -450,13 +520,30 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
                      values: Values | None = None, n_resamples: int = N_RESAMPLES,
                      chance_words: tuple[str, str] = (BELOW_CHANCE, "the chance row")) -> SuiteComparison:
     """Per configuration label, per benchmark, the row of the shown version (else the newest);
-    headline measures averaged over the table's headline benchmarks (:func:`headline_set`) for the
-    rows run on all of them, ordered by the first headline measure, best first, then by label,
-    each with its rank interval (:func:`rank_intervals`, from ``values``, a row's per-query values);
-    then the rows that are not ranked (:attr:`SuiteRow.why_apart`): those that lack a headline
-    benchmark (by how many they lack, with no headline figure), reported figures, and rows whose
-    ``relevance`` measure is not above the ``chance`` row's (:func:`below_chance`); then the chance
-    row itself. ``chance_words``: how a row's reason to be apart names it (:func:`below_chance`)."""
+    headline measures averaged over the table's headline benchmarks for the rows run on all of
+    them, ordered by the first headline measure, best first, then by label, each with its rank
+    interval (:func:`rank_intervals`, from ``values``, a row's per-query values); then the rows that
+    are not ranked (:attr:`SuiteRow.why_apart`): those that lack a headline benchmark (incomplete:
+    by how many they lack, with no headline figure), reported figures, rows without the first
+    headline measure or its per-query values on a headline benchmark (:func:`lacking`), and rows
+    whose ``relevance`` measure is not above the chance row's (:func:`below_chance`); then the
+    chance row itself. ``chance_words``: how a row's reason to be apart names it.
+
+    The chance row is the ``chance`` retriever's row computed here, else the shipped reference
+    bundle's that verified (:func:`reports.rows.may_be_chance`); a row of that retriever from any
+    other file is an ordinary row, never the chance level.
+
+    Which benchmarks the headline averages over (:attr:`SuiteComparison.headline_benchmarks`) is
+    decided by the rows that may be ranked, never by a row the board sets apart. The candidates are
+    the rows that are neither the chance row nor reported; :func:`headline_set` of their coverage
+    gives a set; a candidate that lacks what ranking needs on it (:func:`lacking`) or is below
+    chance over it is set apart and no longer votes, and the set is chosen again from the rows
+    left, until no row is set apart (the candidates only shrink, so this ends). The set is thus
+    that of the rows left, complete ones (ranked) and incomplete ones (apart as "not run on …")
+    alike: a row below chance, reported, the chance row or a row without per-query values cannot
+    shrink it so as to rank a row that skipped one of its benchmarks, and every ranked row has a
+    figure on each. A row set apart keeps the reason found when it was (its test over the set of
+    that round)."""
     table: dict[str, dict[str, ConfigGroup]] = {}
     for s in secs:
         shown = s.info.version if s.info is not None else None
@@ -465,26 +552,69 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
             if cur is None or _prefer(g, cur, shown):
                 table[g.display][s.name] = g
     order = [s.name for s in secs]
+    shown_name = {s.name: s.display or s.name for s in secs}
 
     def weakest(per: Mapping[str, ConfigGroup]) -> str:
-        return max((g.trust for g in per.values()), key=LEVELS.index, default=REPRODUCED)
+        return weakest_level(g.trust for g in per.values())
 
     def is_chance(per: Mapping[str, ConfigGroup]) -> bool:
-        return chance is not None and next(iter(per.values())).retriever == chance
+        return chance is not None and all(g.retriever == chance and may_be_chance(g) for g in per.values())
 
-    checked = {label: frozenset(per) for label, per in table.items()
-               if weakest(per) != REPORTED and not is_chance(per)}
-    core = headline_set(checked or {label: frozenset(per) for label, per in table.items()}, order)
     first = measures[0] if measures else None
+    chance_labels = {label for label, per in table.items() if is_chance(per)}
+    chance_rows: dict[str, ConfigGroup] = {}  # benchmark → the chance level there (computed here first)
+    for label in sorted(chance_labels):
+        for b, g in table[label].items():
+            if b not in chance_rows or chance_preference(g) < chance_preference(chance_rows[b]):
+                chance_rows[b] = g
+    tested = relevance if relevance and any(g.measure(relevance).mean is not None for g in chance_rows.values()) \
+        else None
+    candidates = [label for label, per in table.items() if label not in chance_labels and weakest(per) != REPORTED]
+    peers = {b: [table[label][b] for label in candidates if b in table[label]] for b in order}  # before exclusion
+    lacks: dict[str, str] = {}
+    below: dict[str, str] = {}
+    live = list(candidates)
+    while True:
+        core = headline_set({label: frozenset(table[label]) for label in live}, order)
+        core_order = [b for b in order if b in core]
+        dropped: set[str] = set()
+        for label in live:
+            per = table[label]
+            for b in core_order:
+                w = lacking(per[b], (first, tested), peers[b], values) if b in per else ""
+                if w:
+                    lacks[label] = f"{w} on {shown_name[b]}"
+                    dropped.add(label)
+                    break
+        rest = [label for label in live if label not in dropped]
+        if tested and chance_rows and rest:
+            checks = [_chance_check(table[label], chance_rows, core_order, tested, values) for label in rest]
+            for label, why in zip(rest, below_chance(checks, tested, n_resamples=n_resamples, words=chance_words)):
+                if why:
+                    below[label] = why
+                    dropped.add(label)
+        if not dropped:
+            break
+        live = [label for label in live if label not in dropped]
+    if not live:  # nothing to rank: the figures shown apart average over what the rows that are not chance ran
+        core = headline_set({label: frozenset(per) for label, per in table.items() if label not in chance_labels}
+                            or {label: frozenset(per) for label, per in table.items()}, order)
+    core_order = [b for b in order if b in core]
+    if tested and chance_rows:  # (informative only: the rows of reported figures, beside the chance row)
+        info = [label for label in table if label not in chance_labels and label not in candidates]
+        checks = [_chance_check(table[label], chance_rows, core_order, tested, values) for label in info]
+        for label, why in zip(info, below_chance(checks, tested, n_resamples=n_resamples, words=chance_words)):
+            if why:
+                below[label] = why
+
     shown_measures = list(dict.fromkeys([*measures, *([relevance] if relevance else []), *(tradeoff or ())]))
-    chance_rows = {b: g for per in table.values() if is_chance(per) for b, g in per.items()}
     rows = []
     for label, per_bench in table.items():
-        missing = [b for b in order if b in core and b not in per_bench]
+        missing = [b for b in core_order if b not in per_bench]
         means: dict[str, float | None] = {}
         counts: dict[str, int] = {}
         for m in shown_measures:
-            vals = [] if missing else [v for v in (per_bench[b].measure(m).mean for b in order if b in core)
+            vals = [] if missing else [v for v in (per_bench[b].measure(m).mean for b in core_order)
                                        if v is not None]
             means[m], counts[m] = _mean(vals), len(vals)
         per_benchmark = {s.name: per_bench[s.name].measure(first).mean if first and s.name in per_bench else None
@@ -493,14 +623,8 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
         row = SuiteRow(label, len(per_bench), means, counts, per_benchmark, missing, weakest(per_bench),
                        any_group.encoder, any_group.llm,
                        " ".join(dict.fromkeys(g.note for g in per_bench.values() if g.note)),
-                       any_group.retriever, is_chance(per_bench))
+                       any_group.retriever, label in chance_labels, below.get(label, ""), lacks=lacks.get(label, ""))
         rows.append(row)
-    if relevance and chance_rows:
-        others = [r for r in rows if not r.chance]
-        checks = [_chance_check(table[r.label], chance_rows, [b for b in order if b in core], relevance, values)
-                  for r in others]
-        for r, why in zip(others, below_chance(checks, relevance, n_resamples=n_resamples, words=chance_words)):
-            r.below_chance = why
 
     def rank(r: SuiteRow) -> tuple[Any, ...]:
         if r.chance:
@@ -515,10 +639,9 @@ def suite_comparison(name: str, description: str, measures: Sequence[str],
     rows.sort(key=rank)
     ranked = [r for r in rows if r.ranked]
     if first is not None and values is not None and ranked:
-        core_order = [b for b in order if b in core]
         cols = [_macro_column(table[r.label], core_order, first, values) for r in ranked]
         for r, interval in zip(ranked, rank_intervals(cols, [r.means[first] for r in ranked],
                                                       measure_higher_is_better(first), n_resamples=n_resamples)):
             r.rank = interval
-    return SuiteComparison(name, description, list(measures), list(secs), rows, [b for b in order if b in core],
+    return SuiteComparison(name, description, list(measures), list(secs), rows, core_order,
                            relevance, chance, tradeoff)

@@ -1,7 +1,13 @@
 """The leaderboard's rows: stored results grouped per retriever configuration, and the suites' declarations.
 
-* :class:`ConfigGroup`: one configuration's results on one benchmark (one per seed), each measure
-  aggregated over the seeds (:class:`Aggregate`);
+* :class:`ConfigGroup`: one configuration's results on one benchmark (one per seed) from one *slot*
+  (:func:`slot_of`: computed here, or one import source), each measure aggregated over the seeds
+  (:class:`Aggregate`);
+* :func:`shown_names`: the name each row is shown by, one per (label, spec hash, slot), never the
+  name of another row;
+* :func:`may_be_chance`: whether a row may be the chance level;
+* :func:`trust_rank`, :func:`trust_class`: the trust levels of :mod:`harness.store.trust` in their
+  order, whatever levels it declares;
 * :class:`BenchmarkSection`: a benchmark's rows and its headline measures;
 * :class:`SuiteSpec`: a suite as the registry declares it (headline, baselines, comparator, chance);
 * how names are shown: a model's short name, a local folder's name, a query slice.
@@ -12,15 +18,18 @@ tests them.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from harness.core.registry import POOL_REFERENCE_NAMES
 from harness.measures import sort_key
+from harness.store import trust as _trust
 from harness.store.results import BenchmarkInfo, ResultRecord
-from harness.store.trust import REPORTED, REPRODUCED, checked_measures, origin
+from harness.store.trust import REPORTED, REPRODUCED, checked_measures, from_run_file, origin
 
 from .text import finite
 
@@ -78,6 +87,121 @@ def local_display(name: str) -> str:
     return f"{folder}{split}{sliced.group(0) if sliced else ''}"
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# trust levels, whatever harness.store.trust declares
+
+
+def trust_rank(level: str) -> int:
+    """A trust level's place in :data:`harness.store.trust.LEVELS` (best first, read when called, so
+    a level added there is ordered as it is declared); a level it does not declare comes last."""
+    levels = tuple(_trust.LEVELS)
+    return levels.index(level) if level in levels else len(levels)
+
+
+def weakest_level(levels: Iterable[str], default: str = REPRODUCED) -> str:
+    """The weakest of ``levels`` (:func:`trust_rank`); ``default`` when there are none."""
+    return max(levels, key=trust_rank, default=default)
+
+
+def trust_class(level: str) -> str:
+    """The CSS class of a trust badge: ``trust-`` and the level's name as a slug
+    (``reproduced blind`` → ``trust-reproduced-blind``)."""
+    return "trust-" + (re.sub(r"[^a-z0-9]+", "-", str(level).lower()).strip("-") or "unknown")
+
+
+def trust_description(level: str) -> str:
+    """What a trust level means (:data:`harness.store.trust.DESCRIPTIONS`); "" for one it does not describe."""
+    return str(getattr(_trust, "DESCRIPTIONS", {}).get(level, ""))
+
+
+# --------------------------------------------------------------------------------------------
+# slots: where a row's results come from
+
+
+OWN_SLOT = ""  # the results computed here (no extra["origin"])
+REFERENCE_SLOT = "reference:"  # + the bundle id: the shipped reference results
+IMPORT_SLOT = "import:"  # + the source: the results of one imported file
+
+
+def slot_of(rec: ResultRecord) -> str:
+    """The slot a result is grouped in: :data:`OWN_SLOT` for a result computed here (no
+    ``extra["origin"]``, :func:`harness.store.trust.origin`); for an import, its shipped reference
+    bundle (``origin["reference"]``, the bundle id), else the source it was read from
+    (``origin["source"]``). A row averages the seeds of one slot only: an import never joins the
+    seeds computed here, nor those of another file."""
+    o = origin(rec.extra if isinstance(rec.extra, Mapping) else None)
+    if o is None:
+        return OWN_SLOT
+    if o.get("reference"):
+        return REFERENCE_SLOT + str(o["reference"])
+    return IMPORT_SLOT + str(o.get("source") or "")
+
+
+def slot_words(slot: str) -> str:
+    """How a row of an imported slot is named beside its label: ``reference`` (the shipped bundle),
+    ``from <file name>`` (the file's own name, never the folder it was read from); "" for results
+    computed here."""
+    if slot.startswith(REFERENCE_SLOT):
+        return "reference"
+    if slot.startswith(IMPORT_SLOT):
+        source = slot[len(IMPORT_SLOT):]
+        name = re.split(r"[\\/]", source.rstrip("/\\"))[-1] or "a file"
+        return "from " + (name if len(name) <= 60 else name[:57] + "...")
+    return ""
+
+
+K = TypeVar("K", bound=Hashable)
+NAME_ROUNDS = 16  # rounds of disambiguation before every row is named by its full digest
+
+
+def _digest(key: Hashable) -> str:
+    return hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def shown_names(keys: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """The name the board shows each row by, for keys ``(label, spec hash, slot)`` (one row per key
+    on every page: the same configuration computed here and read from a file are two rows).
+
+    A label is shown as it is when it names one key; a label of several spec hashes is followed by
+    the row's ``(hash6)``; a label in several slots names its imported rows' slot too
+    (``bm25 (reference)``, ``bm25 (from results.jsonl)``). Then, against every shown name, until
+    no two rows share one: the rows whose names clash (a label written as another row's shown name,
+    ``bm25 (9868ca)``, or two files of one name) all get `` #`` and a digest of their key, longer
+    each round; after :data:`NAME_ROUNDS` rounds every row is named ``label #<full digest>``,
+    which no two keys share. No row keeps a name another row is shown by, so no row can show
+    another's figures, page or command."""
+    ordered = sorted(set(keys))
+    hashes: dict[str, set[str]] = {}
+    slots: dict[str, set[str]] = {}
+    for label, h, slot in ordered:
+        hashes.setdefault(label, set()).add(h)
+        slots.setdefault(label, set()).add(slot)
+    names: dict[tuple[str, str, str], str] = {}
+    for key in ordered:
+        label, h, slot = key
+        name = label
+        if len(hashes[label]) > 1:
+            name += f" ({h[:6]})"
+        if slot != OWN_SLOT and len(slots[label]) > 1:
+            name += f" ({slot_words(slot)})"
+        names[key] = name
+    return _unique(names, NAME_ROUNDS)
+
+
+def _unique(names: dict[K, str], rounds: int) -> dict[K, str]:
+    for n in range(1, rounds + 1):
+        count = Counter(names.values())
+        clash = [k for k in names if count[names[k]] > 1]
+        if not clash:
+            return names
+        for k in clash:
+            names[k] = f"{names[k]} #{_digest(k)[:min(64, 4 + 4 * n)]}"
+    if len(set(names.values())) == len(names):
+        return names
+    # every name is its key's label and a fixed-length digest: no two keys share one
+    return {k: f"{k[0] if isinstance(k, tuple) and k else ''} #{_digest(k)}" for k in names}
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,8 +277,14 @@ class ConfigGroup:
     label: str
     spec_hash: str
     records: list[ResultRecord] = field(default_factory=list)  # one per seed, by seed
-    display: str = ""
+    display: str = ""  # the name every page shows it by (shown_names: no other row's)
     trust: str = REPRODUCED  # the weakest trust level of its results (harness.store.trust)
+    slot: str = OWN_SLOT  # where its results come from (slot_of): all of them from the same one
+
+    @property
+    def own(self) -> bool:
+        """Computed here (no result of it imported)."""
+        return self.slot == OWN_SLOT
 
     @property
     def retriever(self) -> str:
@@ -280,11 +410,29 @@ def home_suite(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | 
     return listed or next((s for s in specs if s.name == task), None)
 
 
+def may_be_chance(g: ConfigGroup) -> bool:
+    """Whether a row of the suite's ``chance`` retriever may be the chance level: its results were
+    computed here (not a run file scored here: its rankings came from elsewhere), or they are the
+    shipped reference bundle's and verified (its trust, given by :func:`reports.compare.assign_trust`,
+    is not *reported*). A row of that retriever read from any other file is an ordinary row: a
+    crafted ranking never moves the chance level."""
+    if g.slot == OWN_SLOT:
+        return not any(from_run_file(r.extra) for r in g.records)
+    return g.slot.startswith(REFERENCE_SLOT) and g.trust != REPORTED
+
+
+def chance_preference(g: ConfigGroup) -> tuple[int, str, str]:
+    """Which chance row is the chance level when there are several: the one computed here before
+    the reference bundle's, then by name and benchmark version."""
+    return (0 if g.slot == OWN_SLOT else 1, g.display, g.benchmark_version)
+
+
 def shown_over(a: ResultRecord, b: ResultRecord) -> bool:
-    """Whether a row shows ``a`` rather than ``b``, two results of one configuration and seed: a
-    result computed here before any import, and the most recent of those (its date is this
-    store's); between imports, one that verified before one that did not, then the smaller key.
-    Nothing a file supplies (its date, the order of imports) decides between imports."""
+    """Whether a row shows ``a`` rather than ``b``, two results of one configuration and seed in one
+    slot (:func:`slot_of`): a result computed here before any import, and the most recent of those
+    (its date is this store's); between imports, one that verified before one that did not, then
+    the smaller key. Nothing a file supplies (its date, the order of imports) decides between
+    imports."""
     mine_a, mine_b = origin(a.extra) is None, origin(b.extra) is None
     if mine_a != mine_b:
         return mine_a

@@ -6,14 +6,18 @@ A result on a pool (its spec names the pool's content hash: a reranker, or a run
 candidates:
 
 * :class:`StageTable` per benchmark and pool: the rerankers' rows, grouped as every row of the board
-  is (one per label, spec hash and benchmark version, seeds averaged, each with its trust), ranked
+  is (one per label, spec hash, benchmark version and slot, seeds of one slot averaged, each with
+  its trust; :func:`reports.rows.slot_of`, :func:`reports.rows.shown_names`), ranked
   by the suite's first headline measure with rank intervals
   (:func:`reports.ranking.suite_comparison` over this one benchmark). The pool shuffled plays the
   chance row's part: a reranker whose relevance measure (the suite's ``relevance``) is not above it
   (:func:`reports.ranking.below_chance`) is listed apart, "not above the shuffled pool". The pool's
   reference rows — the pool in its own order (the first stage), shuffled (seeded: a method that
   finds the topic and is blind to the constraint) and in its oracle order (the ceiling) — are
-  shown beside them, never ranked and never counted in a rank interval.
+  shown beside them, never ranked and never counted in a rank interval. A reference row is the
+  pool's own only when computed here or read from the shipped reference bundle and verified
+  (:func:`reports.rows.may_be_chance`; computed here first); one read from any other file is left
+  out (a note says so): a crafted shuffled row never moves the level a reranker must beat.
 * per suite (:class:`StageSuite`) and pool name, the same over the suite's benchmarks that have a
   pool of that name: the rerankers' figures are means over the same benchmarks for every ranked
   row, as on the overview's tables (:func:`reports.ranking.headline_set`).
@@ -34,11 +38,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from harness.core.registry import RetrieverSpec
 from harness.run.pools import REFERENCES
 from harness.store.results import BenchmarkInfo, ResultRecord, Store
-from harness.store.trust import LEVELS, REPRODUCED
+from harness.store.trust import REPRODUCED
 
 from .ranking import N_RESAMPLES, OTHER_SUITE, SuiteComparison, SuiteRow, Values, suite_comparison
-from .rows import (BenchmarkSection, ConfigGroup, SuiteSpec, base_name, home_suite, local_display, measure_sort_key,
-                   on_pool, shown_over)
+from .rows import (BenchmarkSection, ConfigGroup, SuiteSpec, base_name, chance_preference, home_suite,
+                   local_display, may_be_chance, measure_sort_key, on_pool, shown_names, shown_over, slot_of,
+                   trust_rank, weakest_level)
 from .text import slugify
 
 # a pool's reference rows: retriever name → kind ("order", "shuffled", "oracle"), in the order shown
@@ -54,6 +59,8 @@ SHUFFLED_WORDS = (NOT_ABOVE_SHUFFLED, "the shuffled pool")
 OUTSIDE = "a document outside its query's pool in the ranking: not a reordering of the pool"
 NOT_STORED = "the pool is not in the results store, so the rankings cannot be checked against it"
 OTHER_VERSION = "the pool is one of another benchmark or benchmark version"
+NOT_THE_POOLS = ("a reference row of the pool read from a file other than the shipped reference bundle, or not "
+                 "verified: the pool's own rows are computed from the pool here")
 MAX_COLUMNS = 5  # a benchmark of no suite: its first default measures as the columns
 
 
@@ -236,7 +243,11 @@ def _table(pool_name: str, measures: Sequence[str], secs: Sequence[BenchmarkSect
     columns = [m for m in measures if m in present]
     if relevance is not None and relevance not in present:
         relevance = None
-    kept = [dataclasses.replace(s, groups=[g for g in s.groups if _kind(g.records[0]) in (RERANKER, "shuffled")])
+    def own_reference(g: ConfigGroup) -> bool:
+        return may_be_chance(g)
+
+    kept = [dataclasses.replace(s, groups=[g for g in s.groups if _kind(g.records[0]) == RERANKER
+                                           or (_kind(g.records[0]) == "shuffled" and own_reference(g))])
             for s in secs]
     comp: SuiteComparison = suite_comparison(pool_name, "", columns, kept, relevance=relevance, chance=SHUFFLED,
                                              values=values, n_resamples=n_resamples, chance_words=SHUFFLED_WORDS)
@@ -251,12 +262,24 @@ def _table(pool_name: str, measures: Sequence[str], secs: Sequence[BenchmarkSect
                         "" if kind != RERANKER else r.why_apart, r.trust, list(r.missing), pool_name,
                         {m: r.counts.get(m, 0) for m in columns})
 
+    def preference(label: str) -> tuple[int, str, str]:
+        return min(chance_preference(g) for g in per_label[label].values())
+
     ranked = [row(r, RERANKER) for r in comp.ranked]
     apart = [row(r, RERANKER) for r in comp.apart]
-    refs: dict[str, StageRow] = {"shuffled": row(r, "shuffled") for r in comp.chance}
-    for label, per_bench in per_label.items():
+    refs: dict[str, StageRow] = {}
+    for r in sorted(comp.chance, key=lambda r: preference(r.label)):
+        refs.setdefault("shuffled", row(r, "shuffled"))
+    left_out = 0
+    for label in sorted(per_label, key=preference):
+        per_bench = per_label[label]
         kind = _kind(next(iter(per_bench.values())).records[0])
-        if kind not in ("order", "oracle"):
+        if kind == RERANKER:
+            continue
+        if not all(own_reference(g) for g in per_bench.values()):
+            left_out += sum(len(g.records) for g in per_bench.values())
+            continue
+        if kind not in ("order", "oracle") or kind in refs:
             continue
         missing = [b for b in core if b not in per_bench]
         means: dict[str, float | None] = {}
@@ -264,15 +287,18 @@ def _table(pool_name: str, measures: Sequence[str], secs: Sequence[BenchmarkSect
         for m in columns:
             vals = [] if missing else [v for v in (per_bench[b].measure(m).mean for b in core) if v is not None]
             means[m], counts[m] = (sum(vals) / len(vals) if vals else None), len(vals)
-        trust = max((g.trust for g in per_bench.values()), key=_trust_order, default=REPRODUCED)
+        trust = weakest_level(g.trust for g in per_bench.values())
         refs[kind] = StageRow(label, kind, per_bench, means, None, "", trust, missing, pool_name, counts)
     references = [refs[k] for k in REFERENCES if k in refs]
-    return StageTable(pool_name, columns, relevance, list(secs), core, dict(pools), ranked, apart, references,
-                      suite=suite)
+    table = StageTable(pool_name, columns, relevance, list(secs), core, dict(pools), ranked, apart, references,
+                       suite=suite)
+    if left_out:
+        table.left_out[NOT_THE_POOLS] = left_out
+    return table
 
 
 def _trust_order(level: str) -> int:
-    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+    return trust_rank(level)
 
 
 def _home(name: str, task: str, specs: Sequence[SuiteSpec]) -> SuiteSpec | None:
@@ -321,24 +347,22 @@ def build(store: Store, records: Sequence[ResultRecord], sections: Sequence[Benc
             continue
         valid.setdefault((rec.benchmark, h), []).append(rec)
 
-    # one result per configuration and seed (as on every table: reports.rows.shown_over)
-    bases_per_label: dict[str, set[str]] = {}
-    for recs in valid.values():
-        for r in recs:
-            bases_per_label.setdefault(r.label, set()).add(_base_hash(r))
+    # one result per configuration, slot and seed (as on every table: reports.rows.shown_over); one
+    # name per (label, configuration without its pool, slot), never another row's
+    names = shown_names({(r.label, _base_hash(r), slot_of(r)) for recs in valid.values() for r in recs})
     by_pool: dict[tuple[str, str], list[ConfigGroup]] = {}
     for (bench, h), recs in valid.items():
-        groups: dict[tuple[str, str, str], dict[int, ResultRecord]] = {}
+        groups: dict[tuple[str, str, str, str], dict[int, ResultRecord]] = {}
         for rec in recs:
-            by_seed = groups.setdefault((rec.label, rec.spec_hash, rec.benchmark_version), {})
+            by_seed = groups.setdefault((rec.label, rec.spec_hash, rec.benchmark_version, slot_of(rec)), {})
             old = by_seed.get(rec.seed)
             if old is None or shown_over(rec, old):
                 by_seed[rec.seed] = rec
         glist = []
-        for (label, spec_hash, version), by_seed in groups.items():
+        for (label, spec_hash, version, slot), by_seed in groups.items():
             recs_ = [by_seed[s] for s in sorted(by_seed)]
-            display = label if len(bases_per_label[label]) == 1 else f"{label} ({_base_hash(recs_[0])[:6]})"
-            glist.append(ConfigGroup(bench, version, label, spec_hash, recs_, display))
+            display = names[(label, _base_hash(recs_[0]), slot)]
+            glist.append(ConfigGroup(bench, version, label, spec_hash, recs_, display, slot=slot))
         by_pool[(bench, h)] = glist
 
     ordinary = {s.name: s for s in sections}
@@ -388,7 +412,7 @@ def build(store: Store, records: Sequence[ResultRecord], sections: Sequence[Benc
         t = _table(str(manifest.get("name", h)), _columns(sec, home), [sec], {bench: manifest},
                    relevance=home.relevance if home is not None else None, values=values, n_resamples=n_resamples,
                    suite=home.name if home is not None else None)
-        t.left_out = dict(left.get((bench, h), {}))
+        t.left_out = {**dict(left.get((bench, h), {})), **t.left_out}
         out.tables.setdefault(bench, []).append(t)
     for bench, why in stray.items():
         out.notes[bench] = [left_out_note(n, w, "the second stage") for w, n in why.items()]

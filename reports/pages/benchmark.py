@@ -19,10 +19,11 @@ from ..compare import (BASELINE, CHANCE_LEVEL, COMPARATOR, SLICE_RE, BenchmarkCo
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify
-from harness.store.trust import DESCRIPTIONS, LEVELS
+from harness.store.trust import DESCRIPTIONS
 
 from . import downloads, rowfacts, stage
-from .page import Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw
+from .page import (Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw, trust_levels,
+                   unique_id)
 
 MARKS = {COMPARATOR: "†", BASELINE: "‡"}
 
@@ -123,6 +124,7 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
         best.append((max(vals) if measure_higher_is_better(m) else min(vals)) if vals else None)
 
     rows = []
+    anchors: set[str] = {"results", "results-section", "tradeoff"}  # (ids of the page the rows' may not take)
     for i, (g, row_aggs) in enumerate(zip(b.groups, aggs)):
         cells = []
         for j, (m, agg) in enumerate(zip(measures, row_aggs)):
@@ -161,7 +163,8 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "rank": rank_text(rank), "rank_raw": str(rank[0]) if rank else "",
             "rank_title": rank_title(rank, b.rank_measure) if rank else f"not ranked: {why}",
             "why": why, "chance": why == CHANCE_LEVEL, "below_chance": why.startswith("below chance"),
-            "anchor": "row-" + site.retriever_slugs[g.display] + (f"-{g.benchmark_version[:8]}" if len(b.section.versions) > 1 else ""),
+            "anchor": unique_id("row-" + site.retriever_slugs[g.display]
+                                + (f"-{g.benchmark_version[:8]}" if len(b.section.versions) > 1 else ""), anchors),
             "label": g.display,
             "slug": site.retriever_slugs[g.display],
             "retriever": g.retriever,
@@ -196,7 +199,7 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
                                     benchmark_versions=b.section.versions, n_resamples_ci="as stored with each result"),
             "notes": [{"label": k, "note": v} for k, v in notes.items()],
             "all_noted": bool(rows) and len(notes) == len(rows),
-            "trusts": sorted({r["trust"] for r in rows}, key=LEVELS.index),
+            "trusts": trust_levels(r["trust"] for r in rows),
             "marked": sorted({mk["kind"] for r in rows for c in r["cells"] for mk in c["marks"]}),
             "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"])}
 

@@ -15,10 +15,10 @@ from ..sweeps import sweep_grids
 from ..compare import measure_higher_is_better
 from ..text import fmt_num, measure_decimals, rank_text, slugify
 from harness.cost.figures import Costs
-from harness.store.trust import DESCRIPTIONS, LEVELS
+from harness.store.trust import DESCRIPTIONS
 
 from . import downloads, rowfacts, stage
-from .page import Site, header, initial_aria, legend, rank_title, raw
+from .page import Site, header, initial_aria, legend, rank_title, raw, trust_levels, unique_id
 from .efficiency import cost_svg
 
 OTHER_DESCRIPTION = "Stored benchmarks that belong to none of the suites above."
@@ -52,7 +52,11 @@ def _headline_groups(suite: SuiteComparison, per_bench: dict[str, Any]) -> list[
     return core or list(per_bench.values())
 
 
-def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs) -> dict[str, Any]:
+def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs,
+               ids: set[str] | None = None) -> dict[str, Any]:
+    """One suite's table; ``used``: the suite slugs taken, ``ids``: the element ids taken on the page
+    (its rows' anchors are unique on it)."""
+    ids = set() if ids is None else ids
     first = suite.first
     core = set(suite.headline_benchmarks)
     n_core = len(core)
@@ -83,9 +87,12 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs)
                 "missing": [names[b] for b in row.missing], "chance": row.chance,
                 "why": ("not run on " + ", ".join(names[b] for b in row.missing)) if row.missing else row.why_apart,
                 "rank": rank_text(row.rank), "rank_raw": str(row.rank[0]) if row.rank else "",
-                "rank_title": rank_title(row.rank, first), "anchor": f"{table_id}-row-{slug}"}
+                "rank_title": rank_title(row.rank, first), "anchor": anchors[row.label]}
 
-    table_id = "overview-" + slugify(suite.name, used)
+    table_id = unique_id("overview-" + slugify(suite.name, used), ids)
+    for suffix in ("title", "apart", "apart-title", "tradeoff", "cost", "usd"):
+        ids.add(f"{table_id}-{suffix}")
+    anchors = {r.label: unique_id(f"{table_id}-row-{site.retriever_slugs[r.label]}", ids) for r in suite.rows}
 
     return {
         "name": suite.name,
@@ -104,25 +111,26 @@ def suite_view(site: Site, suite: SuiteComparison, used: set[str], costs: Costs)
         "chance_retriever": suite.chance_retriever or "",
         "relevance": suite.relevance or "",
         "tied": any(r.rank and r.rank[0] != r.rank[1] for r in suite.ranked),
-        "tradeoff": {"svg": tradeoff_plot(site, suite, table_id)},
-        "cost": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}")},
-        "cost_usd": {"svg": cost_svg(site, suite, costs, lambda label: f"#{table_id}-row-{site.retriever_slugs[label]}",
+        "tradeoff": {"svg": tradeoff_plot(site, suite, table_id, anchors)},
+        "cost": {"svg": cost_svg(site, suite, costs, lambda label: f"#{anchors[label]}")},
+        "cost_usd": {"svg": cost_svg(site, suite, costs, lambda label: f"#{anchors[label]}",
                                      dollars=True)},
         "data": site.data_files(table_id, data_rows(site, suite, names), headline_benchmarks=[
             names[b] for b in suite.headline_benchmarks]),
         "legend": legend(suite.measures),
-        "trusts": sorted({r.trust for r in suite.rows}, key=LEVELS.index),
+        "trusts": trust_levels(r.trust for r in suite.rows),
     }
 
 
-def tradeoff_plot(site: Site, suite: SuiteComparison, table_id: str) -> str:
+def tradeoff_plot(site: Site, suite: SuiteComparison, table_id: str, anchors: dict[str, str] | None = None) -> str:
     """The suite's trade-off scatter (its ``tradeoff`` measures, means over the headline
     benchmarks) of every row with both figures, each point linked to its row in the table."""
     if suite.tradeoff is None:
         return ""
     xm, ym = suite.tradeoff
     points = [Point(r.label, r.means.get(xm), r.means.get(ym),
-                    f"#{table_id}-row-{site.retriever_slugs[r.label]}",
+                    "#" + (anchors.get(r.label) if anchors and r.label in anchors
+                           else f"{table_id}-row-{site.retriever_slugs[r.label]}"),
                     "chance" if r.chance else "ranked" if r.ranked else "apart") for r in suite.rows]
     if not any(p.x is not None and p.y is not None for p in points):
         return ""
@@ -133,6 +141,7 @@ def tradeoff_plot(site: Site, suite: SuiteComparison, table_id: str) -> str:
 def render(site: Site) -> None:
     board = site.board
     used: set[str] = set()
+    ids: set[str] = {"second-stage", "benchmarks", "retrievers"}
     benchmarks = [{"name": b.section.display or b.name, "slug": b.slug, "task": b.task, "rows": len(b.groups),
                    "results": sum(len(g.records) for g in b.groups), "local": b.section.local,
                    "slice": b.section.query_slice, "sweeps": len(sweep_grids(board.sweeps.get(b.name, []))),
@@ -154,6 +163,6 @@ def render(site: Site) -> None:
     benchmarks += [{"name": s.display or s.name, "slug": s.slug, "task": s.task, "rows": 0, "results": 0,
                     "local": s.local, "slice": s.query_slice, "sweeps": len(sweep_grids(board.sweeps.get(s.name, []))),
                     "pools": len(track.of(s.name))} for s in track.only]
-    site.page("index.html", "index.html", suites=[suite_view(site, s, used, costs) for s in board.suites],
+    site.page("index.html", "index.html", suites=[suite_view(site, s, used, costs, ids) for s in board.suites],
               second_stage=stage.overview_view(site), trust_descriptions=DESCRIPTIONS,
               benchmarks=benchmarks, sweep_benchmarks=sweep_benchmarks, retrievers=retrievers)

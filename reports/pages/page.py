@@ -13,21 +13,23 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from harness.measures import parse_measure
+from harness.store import trust as _trust
 from harness.store.results import Store
 
 from ..compare import Leaderboard, measure_higher_is_better
+from ..rows import trust_class, trust_description, trust_rank
 from ..text import finite, slugify
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
 def environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("reports", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
@@ -35,6 +37,33 @@ def environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    # the trust levels as harness.store.trust declares them, read when a page is rendered: a level
+    # added there gets its badge, its order and its legend with no change here
+    env.filters["trust_class"] = trust_class
+    env.filters["trust_sort"] = trust_sort
+    env.filters["trust_description"] = lambda level: (trust_description(level)
+                                                      or "a trust level this board does not describe")
+    env.globals["trust_title"] = trust_title
+    return env
+
+
+def trust_sort(level: str) -> str:
+    """A trust cell's ``data-value``: its level's place in :data:`harness.store.trust.LEVELS` (best
+    first), so a sort by the column orders the levels as they are declared, not alphabetically."""
+    return f"{trust_rank(level):02d} {level}"
+
+
+def trust_title() -> str:
+    """The trust column's title, naming every level in order."""
+    levels = [str(x) for x in _trust.LEVELS]
+    words = levels[0] if len(levels) == 1 else ", ".join(levels[:-1]) + " or " + levels[-1]
+    return f"how its figures were checked: {words}"
+
+
+def trust_levels(levels: Iterable[str]) -> list[str]:
+    """The distinct trust levels of a table, best first (as :data:`harness.store.trust.LEVELS` orders
+    them; a level it does not declare last)."""
+    return sorted(set(levels), key=lambda t: (trust_rank(t), t))
 
 
 def sort_script() -> str:
@@ -111,6 +140,16 @@ class Site:
         root = "../" * rel.count("/")
         write(self.out_dir / rel, self.env.get_template(template).render(**self.common, root=root, **ctx))
         self.written.add(rel)
+
+
+def unique_id(base: str, used: set[str]) -> str:
+    """``base`` as an element id not yet in ``used`` (which it updates): ``base``, else ``base-2``,
+    ``base-3``, … (the first free), so no two rows of a page share an anchor."""
+    out, i = base, 2
+    while out in used:
+        out, i = f"{base}-{i}", i + 1
+    used.add(out)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
