@@ -112,11 +112,12 @@ def collect(store: Store, records: list[ResultRecord] | None = None) -> list[Ben
     :func:`reports.rows.on_pool`) are in no section: :mod:`reports.second_stage` compares them."""
     records = store.results() if records is None else records
     records = [r for r in records if not on_pool(r)]
-    # an imported copy of a result computed here (the same key: the same configuration, benchmark
-    # version, seed, depth and harness) is that very computation: the own result stands for it, and
-    # the import's row keeps only the seeds the own slot lacks (so the slots are still never mixed)
-    own_keys = {r.key for r in records if origin(r.extra) is None}
-    records = [r for r in records if origin(r.extra) is None or r.key not in own_keys]
+    # an imported copy of a result computed here under the same name (the same key: the same
+    # configuration, benchmark version, seed, depth and harness) is that very computation: the own
+    # result stands for it, and the import's row keeps only the seeds the own slot lacks (so the
+    # slots are still never mixed); an import under another name stays a row of its own
+    own = {(r.key, r.label) for r in records if origin(r.extra) is None}
+    records = [r for r in records if origin(r.extra) is None or (r.key, r.label) not in own]
     infos: dict[str, list[BenchmarkInfo]] = {}
     for b in store.benchmarks():
         infos.setdefault(b.name, []).append(b)

@@ -105,6 +105,13 @@ def export_cmd(
                 os.replace(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)
+            # the pools its rerankers' results reorder, beside it, so that `verify` of the file can check them
+            from ..record.bundle import write_pools
+            from ..run.pools import pools_file
+
+            if write_pools(store, Path(path)):
+                console.print(f"with the pools its rerankers reorder: {pools_file(Path(path))}", highlight=False,
+                              soft_wrap=True)
     console.print(f"exported {n} result(s)", highlight=False)
 
 

@@ -581,7 +581,8 @@ def check_unique(rows: Sequence[Row], where: str) -> None:
     """One figure per configuration (and baseline), benchmark, measure, kind and source."""
     seen: dict[tuple[str, ...], Row] = {}
     for r in rows:
-        k = (r.spec.hash, r.baseline.hash if r.baseline else "", r.benchmark, r.measure, r.kind, r.source)
+        k = (r.spec.hash, r.spec.pool_name, r.baseline.hash if r.baseline else "", r.benchmark, r.measure, r.kind,
+             r.source)
         if k in seen:
             raise MatrixError(f"{where}: {r.where or f'row {r.index}'}: measure: {r.key} ({r.kind}, {r.source}) is "
                               f"already {seen[k].where or f'row {seen[k].index}'}; one figure per configuration, "

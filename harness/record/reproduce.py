@@ -252,7 +252,9 @@ def _run_job(runner: Runner, base: Settings, job: _Job) -> None:
 def _compare(r: Row, jobs: Sequence[_Job]) -> Outcome:
     """Row ``r`` against the runs it needed (its own, then a direction row's baseline)."""
     own = jobs[0]
-    ids = {"spec_hash": own.record.spec_hash if own.record else r.spec.hash,
+    # (a reranker's row without a record: its configuration on its pool, which has no hash here)
+    ids = {"spec_hash": own.record.spec_hash if own.record else (
+               f"{r.spec.hash}@{r.spec.pool_name}" if r.spec.pool_name else r.spec.hash),
            "benchmark_version": own.record.benchmark_version if own.record else own.version,
            "benchmark_name": own.record.benchmark if own.record else own.name}
     for job in jobs:
