@@ -324,7 +324,11 @@ def test_verify_refuses_a_reranked_result_outside_its_pool(shared_data: Path, ho
     bad.write_text("\n".join([*dump.read_text().splitlines()[:-1], json.dumps(line)]) + "\n")
     res = invoke("verify", bad, "--pool", out, "--data-dir", shared_data)
     assert res.exit_code == 1 and f"document {stranger!r}" in res.output and "not among its candidates" in res.output
-    # without the pool anywhere it cannot be checked: not verified
+    # without the pool anywhere (not beside the export, not in the store) it cannot be checked: not verified
+    from harness.run.pools import pools_file
+
+    assert pools_file(dump).is_file()  # export writes the pools beside the file ...
+    pools_file(dump).unlink()  # ... and without them
     res = invoke("verify", dump, "--data-dir", shared_data, "--home", tmp_path / "empty")
     assert res.exit_code == 1 and "which is not here" in res.output
 
