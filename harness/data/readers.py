@@ -89,32 +89,30 @@ def _stat_error(path: Path, e: OSError) -> DataError:
     return DataError(short_path(path), None, why or f"cannot be looked at: {os.strerror(e.errno or 0) or e}")
 
 
+def _checked(path: Path | str, test: str) -> bool:
+    """``Path.<test>()`` (``exists``, ``is_dir``, ``is_file``), an ``OSError`` it raises (a name
+    too long, a folder it may not enter) turned into one ``DataError`` naming the path."""
+    p = Path(path)
+    try:
+        return bool(getattr(p, test)())
+    except OSError as e:
+        raise _stat_error(p, e) from None
+
+
 def path_exists(path: Path | str) -> bool:
     """``Path.exists`` that says what is wrong with a path it cannot look at (a name too long, a
     folder it may not enter) in one ``DataError`` naming it, instead of an ``OSError``."""
-    p = Path(path)
-    try:
-        return p.exists()
-    except OSError as e:
-        raise _stat_error(p, e) from None
+    return _checked(path, "exists")
 
 
 def path_is_dir(path: Path | str) -> bool:
     """``Path.is_dir`` with :func:`path_exists`' errors."""
-    p = Path(path)
-    try:
-        return p.is_dir()
-    except OSError as e:
-        raise _stat_error(p, e) from None
+    return _checked(path, "is_dir")
 
 
 def path_is_file(path: Path | str) -> bool:
     """``Path.is_file`` with :func:`path_exists`' errors."""
-    p = Path(path)
-    try:
-        return p.is_file()
-    except OSError as e:
-        raise _stat_error(p, e) from None
+    return _checked(path, "is_file")
 
 
 def default_data_dir(explicit: str | Path | None = None) -> Path:

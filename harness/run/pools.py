@@ -156,9 +156,9 @@ def describe(pool: Pool, bench: Benchmark, measures: Sequence[str]) -> dict[str,
     own = evaluate(Run(pool.rankings), bench.judgments, measures, **kw)
     best = evaluate(reference_run(pool, bench, "oracle"), bench.judgments,
                     [m for m in CEILING_MEASURES if m in measures or m == "nDCG@10"], **kw)
-    with_relevant = [q for q in qids if bench.judgments.relevant(q, bench.relevance_threshold)]
-    reachable = sum(1 for q in with_relevant
-                    if any(d in bench.judgments.relevant(q, bench.relevance_threshold) for d, _ in pool.rankings.get(q, ())))
+    relevant = {q: bench.judgments.relevant(q, bench.relevance_threshold) for q in qids}
+    with_relevant = [q for q in qids if relevant[q]]
+    reachable = sum(1 for q in with_relevant if any(d in relevant[q] for d, _ in pool.rankings.get(q, ())))
     figures = {m: own.means[m] for m in measures if own.means[m] == own.means[m]}
     return {
         "format": POOL_FORMAT, "hash": pool.hash, "name": pool.name, "benchmark": pool.benchmark,
