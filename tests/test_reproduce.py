@@ -461,9 +461,13 @@ def test_reproduce_quick_on_the_real_data(tmp_path: Path, share_embeddings) -> N
     home = share_embeddings(tmp_path / "home")
     res = invoke("--quick", "--data-dir", str(SHARED_DATA), "--home", str(home), "--device", "cpu")
     assert res.exit_code == 0, res.output
-    rows = table_rows(res.output)
+    cells = table_rows(res.output)
+    rows = [r for r in cells if len(r) == 9]  # the matrix (9 columns); the pinned pools' table has 6
+    pools = [r for r in cells if len(r) == 6]
+    assert len(rows) + len(pools) == len(cells)
     assert len(rows) == len(shipped_matrix(reference_files(), quick=True))
     assert {r[7] for r in rows} <= {OK, OKISH}, res.output
+    assert pools and {r[4] for r in pools} == {OK}, res.output  # every pinned pool recomputed to its hash
     print(f"reproduce --quick: {len(rows)} rows in {time.monotonic() - started:.0f} s")
 
 
