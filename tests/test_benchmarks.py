@@ -563,7 +563,7 @@ def test_info_files_exist(cls: type, name: str) -> None:
 
 def test_suites() -> None:
     assert set(SUITES) == {"demo", "constraint", "topical", "completeness", "all"}
-    assert SUITES["demo"]["benchmarks"] == ["nevir", "negconstraint", "diag/antonym", "diag/negation", "beir/scifact"]
+    assert SUITES["demo"]["benchmarks"] == ["nevir", "diag/antonym", "diag/negation", "toolbank/numpy", "limit-small"]
     assert "excluir" in SUITES["constraint"]["benchmarks"] and "toollens" in SUITES["completeness"]["benchmarks"]
     assert SUITES["demo"]["retrievers"] == ["bm25", "dense", "random"]  # random: the chance level
     union = {b for k, s in SUITES.items() if k != "all" for b in s["benchmarks"]}

@@ -348,7 +348,15 @@ def ensure_imported(store: Store, path: Path, data_dir: Path, *, log: Callable[[
     # the reason among the warnings
     from ..run.pools import POOL_REFERENCE_NAMES, pool_from_store
 
-    verification = verify_items(keep, data_dir, log=log, benches=benches, pools=lambda h: pool_from_store(store, h))
+    # each pool read back once: every reranker on it is checked against the same object
+    stored_pools: dict[str, Any] = {}
+
+    def pool(h: str) -> Any:
+        if h not in stored_pools:
+            stored_pools[h] = pool_from_store(store, h)
+        return stored_pools[h]
+
+    verification = verify_items(keep, data_dir, log=log, benches=benches, pools=pool)
     report.unverified = [p for p in verification.problems]
     for line in verification.lines:
         if line.item.record.retriever in POOL_REFERENCE_NAMES:
