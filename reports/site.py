@@ -84,6 +84,8 @@ from .text import SLUG_CHARS, slugify
 # the list of pages a render wrote, so the next render into the same folder removes the pages that
 # no longer exist (a retriever renamed, a result deleted) and nothing else in the folder
 MANIFEST = ".beyondsim-site.json"
+# what a render writes, by the end of its name: only such a file the previous render listed is ever removed
+SITE_FILES = (".html", ".js", ".csv", ".json", ".csv.gz", ".json.gz")
 
 
 class SiteError(UserError, ValueError):
@@ -121,7 +123,7 @@ def _prune(out_dir: Path, written: set[str]) -> list[str]:
     removed = []
     root = out_dir.resolve()
     for rel in previous:
-        if not isinstance(rel, str) or rel in written or not rel.endswith((".html", ".js", ".csv", ".json")):
+        if not isinstance(rel, str) or rel in written or not rel.endswith(SITE_FILES):
             continue
         path = (out_dir / rel).resolve()
         if root not in path.parents or not path.is_file():

@@ -66,6 +66,7 @@ def breakdown(
     for (label, seed_, group), ms in cells.items():
         n = max(v["n"] for v in ms.values())
         t.add_row(label, str(seed_), group, str(n), *[format_value(m, ms[m]["mean"]) if m in ms else "–" for m in measures_shown])
+    t.fit_hint = "every measure: `beyondsim breakdown --format json`"  # type: ignore[attr-defined]
     out.print(t)
 
 

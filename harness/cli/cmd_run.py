@@ -108,8 +108,10 @@ def run(
                         blind_cache=blind_cache)
     outcomes, store, budget_stop = _run_and_store(settings, specs, benches, seed_list, ray)
     with store:
-        if leaderboard_dir is not None:
-            write_board(store, leaderboard_dir)
+        index = write_board(store, leaderboard_dir) if leaderboard_dir is not None else None
+        _print_tops(store, outcomes)
+    if index is not None:
+        out.print(f"leaderboard: {index.resolve()}", highlight=False)
     if budget_stop:
         raise typer.Exit(3)
 
@@ -194,27 +196,98 @@ def _run_and_store(settings: Settings, specs: list, benches: list[str], seeds: l
     return outcomes, store, runner.budget_stop
 
 
+RUN_TABLE_HINT = "every stored figure: the leaderboard's benchmark page (`beyondsim leaderboard`) or `beyondsim export`"
+TOP = 3  # rows of each suite's ranking printed at the end of a run
+
+
+def outcome_table(bname: str, items: list) -> Table:
+    """The table of one benchmark's outcomes: a row per result (label, seed, the benchmark's
+    headline measures, index and search seconds, and ``cached`` where the result was already
+    stored), with the order its columns are left out in on a narrow terminal
+    (:func:`harness.cli.console.fit_table`): seconds first, then the headline measures from the last,
+    then the seed; the label is abbreviated, the first measure is kept."""
+    shown = [m for m in items[0].headline if m in items[0].record.measures]
+    t = Table(title=f"{bname}", title_justify="left")
+    t.add_column("retriever", no_wrap=True, overflow="ellipsis")
+    t.add_column("seed", justify="right")
+    for m in shown:
+        t.add_column(m, justify="right")
+    t.add_column("index s", justify="right")
+    t.add_column("search s", justify="right")
+    t.add_column("status", no_wrap=True)  # left out when no result was cached (no column is ever empty)
+    for o in items:
+        r = o.record
+        t.add_row(r.label, str(r.seed), *[format_value(m, r.measures[m].mean if m in r.measures else None) for m in shown],
+                  f"{r.phases.get('index', {}).get('wall_s', 0):.1f}", f"{r.phases.get('search', {}).get('wall_s', 0):.1f}",
+                  "cached" if o.status == "skipped" else "")
+    t.drop_order = ("index s", "search s", *reversed(shown[1:]), "seed", "status")  # type: ignore[attr-defined]
+    t.fit_hint = RUN_TABLE_HINT  # type: ignore[attr-defined]
+    return t
+
+
 def _print_outcomes(outcomes: list) -> None:
     by_bench: dict[str, list] = {}
     for o in outcomes:
         if o.record is not None:
             by_bench.setdefault(o.benchmark, []).append(o)
     for bname, items in by_bench.items():
-        shown = [m for m in items[0].headline if m in items[0].record.measures]
-        t = Table(title=f"{bname}", title_justify="left")
-        t.add_column("retriever")
-        t.add_column("seed", justify="right")
-        for m in shown:
-            t.add_column(m, justify="right")
-        t.add_column("index s", justify="right")
-        t.add_column("search s", justify="right")
-        t.add_column("", justify="left")
-        for o in items:
-            r = o.record
-            t.add_row(r.label, str(r.seed), *[format_value(m, r.measures[m].mean if m in r.measures else None) for m in shown],
-                      f"{r.phases.get('index', {}).get('wall_s', 0):.1f}", f"{r.phases.get('search', {}).get('wall_s', 0):.1f}",
-                      "cached" if o.status == "skipped" else "")
-        out.print(t)
+        out.print(outcome_table(bname, items))
+
+
+def ranked_suites(store: Store, benchmarks: set[str]) -> list:
+    """The overview tables (:class:`reports.compare.SuiteComparison`) of the suites that hold one
+    of ``benchmarks``, and the ``other`` table when one of them is in no suite with a headline:
+    made as :func:`reports.compare.compare` makes them for the leaderboard (the same results, the
+    reference filter of :func:`harness.cli.cmd_board.reference_default`, trust, chance row and rank
+    intervals), without the per-benchmark tests the overview does not need."""
+    from reports.compare import (N_RESAMPLES, OTHER_SUITE, PerQuery, assign_trust, collect, declared_suites,
+                                 on_pool, suite_comparisons)
+
+    from ..record.bundle import reference_filter
+    from .cmd_board import reference_default
+
+    include = reference_filter(reference_default())
+    records = [r for r in store.results() if (include is None or include(r)) and not on_pool(r)]
+    specs = declared_suites()
+    placed = {b for s in specs if s.headline for b in s.benchmarks}
+    ran = [s for s in specs if s.headline and benchmarks & set(s.benchmarks)]
+    other = bool(benchmarks - placed)
+    wanted = {b for s in ran for b in s.benchmarks}
+    sections = [s for s in collect(store, records) if s.name in wanted or (other and s.name not in placed)]
+    if not sections:
+        return []
+    assign_trust(sections, store.reproductions(shipped=True), specs)
+    tables = suite_comparisons(sections, specs, values=PerQuery(store).group, n_resamples=N_RESAMPLES)
+    names = {s.name for s in ran} | ({OTHER_SUITE} if other else set())
+    return [t for t in tables if t.name in names]
+
+
+def top_lines(suite) -> list[str]:
+    """A suite's ranking as the run's last lines: its first :data:`TOP` ranked rows in the board's
+    order, each with its figure of the suite's headline measure (the mean over the benchmarks the
+    headline averages) and its rank interval; the chance row is never ranked."""
+    m = suite.first
+    name = "benchmarks in no suite" if suite.other else f"suite {suite.name}"
+    over = ", ".join(suite.headline_benchmarks)
+    ranked = suite.ranked[:TOP]
+    if m is None:
+        return []
+    if not ranked:
+        first = next((r for r in suite.apart if r.why_apart), None)
+        return [f"{name}: no row is ranked on {m} yet" + (f"; {first.label}: {first.why_apart}" if first else "")]
+    lines = [f"{name}: top {len(ranked)} by {m} (mean over {over})"]
+    width = max(len(r.label) for r in ranked)
+    for i, r in enumerate(ranked, 1):
+        rank = "" if r.rank is None else f"  rank {r.rank[0]}" + (f"–{r.rank[1]}" if r.rank[1] != r.rank[0] else "")
+        lines.append(f"  {i}. {r.label.ljust(width)}  {format_value(m, r.means[m])}{rank}")
+    return lines
+
+
+def _print_tops(store: Store, outcomes: list) -> None:
+    benchmarks = {o.record.benchmark for o in outcomes if o.record is not None}
+    for suite in ranked_suites(store, benchmarks):
+        for line in top_lines(suite):
+            out.print(line, highlight=False)
 
 
 def train(

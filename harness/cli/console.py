@@ -1,11 +1,15 @@
 """What every verb shares: the two consoles (messages on stderr, results on stdout, both plain
 text: labels, queries, file names and errors may hold square brackets, never read as markup), the
-home folder and its results store, progress display, :func:`fail`, and the option parsing that
-several verbs share (``--param``, ``--config``, ``[llm]``, suites, ``--ray``)."""
+tables on stdout fitted to its width (:func:`fit_table`), the home folder and its results store,
+progress display, :func:`fail`, and the option parsing that several verbs share (``--param``,
+``--config``, ``[llm]``, suites, ``--ray``)."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
+import io
 import itertools
 import os
 import sys
@@ -13,10 +17,13 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Iterator, NoReturn, Optional
+from typing import Any, Callable, Iterator, NoReturn, Optional, Sequence
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column, Table
 from rich.text import Text
 
 from ..data.readers import default_data_dir, default_home, missing_files
@@ -26,10 +33,171 @@ from ..run.runner import Runner, Settings
 from ..store.results import Store
 from ..store.results import open_store as store_at
 
+PIPE_WIDTH = 160  # the width of stdout when it is no terminal and COLUMNS is not set (a log, a pipe)
+TEXT_MIN_WIDTH = 12  # a text column is abbreviated or wrapped down to this width (its own min_width if larger)
+
+
+def output_width() -> int:
+    """The width the results on stdout are fitted to, read when they are printed: ``COLUMNS`` when
+    it is a positive number, else the terminal's width, else :data:`PIPE_WIDTH`."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = sys.stdout
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns or PIPE_WIDTH
+    except (AttributeError, OSError, ValueError):
+        pass
+    return PIPE_WIDTH
+
+
+@dataclasses.dataclass
+class Fitted:
+    """A table fitted to a width: the table to print, the headers of the columns left out to fit
+    in the table's order (a column removed for being empty is not named), and the width that shows
+    every column."""
+
+    table: Table
+    left_out: list[str]
+    width: int
+    needs: int
+
+    def note(self, hint: str = "") -> str:
+        """The line printed under a table that lost columns: which, and how to see them."""
+        if not self.left_out:
+            return ""
+        how = f"a terminal of {self.needs} columns shows them (COLUMNS={self.needs})"
+        return (f"left out to fit {self.width} columns: {', '.join(self.left_out)}; {how}"
+                + (f"; {hint}" if hint else ""))
+
+
+_MEASURE = Console(width=10_000, file=io.StringIO(), markup=False, highlight=False, emoji=False)
+
+
+def _plain(cell: RenderableType) -> Optional[str]:
+    if isinstance(cell, str):
+        return cell
+    if isinstance(cell, Text):
+        return cell.plain
+    return None
+
+
+def _empty(cell: RenderableType) -> bool:
+    text = _plain(cell)
+    return text is not None and not text.strip()
+
+
+def _cell_width(cell: RenderableType) -> int:
+    """How wide ``cell`` prints on one line per line of its text."""
+    text = _plain(cell)
+    if text is not None:
+        return max((cell_len(line) for line in text.splitlines()), default=0)
+    return Measurement.get(_MEASURE, _MEASURE.options, cell).maximum
+
+
+def _longest_word(cell: RenderableType) -> int:
+    text = _plain(cell)
+    return max((cell_len(w) for w in text.split()), default=0) if text is not None else _cell_width(cell)
+
+
+def _is_whole(column: Column) -> bool:
+    """A column printed whole or not at all: a figure column (right-justified)."""
+    return column.justify == "right"
+
+
+def fit_table(table: Table, width: int, drop_order: Sequence[str] = ()) -> Fitted:
+    """``table`` made to print within ``width`` columns, its figures never cut.
+
+    A column whose every body cell is empty is removed. A figure column (right-justified) keeps
+    the width of its widest cell: its header may wrap at spaces (not with ``no_wrap``), its cells
+    never do; when the columns do not fit even so, whole columns are left out, first those named in
+    ``drop_order`` (headers, in that order), then the others from the right (never the first).
+    A text column gives up width before any column is left out: down to :data:`TEXT_MIN_WIDTH` (or
+    its own ``min_width``), with its own overflow (a column with ``no_wrap`` and
+    ``overflow="ellipsis"`` is abbreviated, the others wrap). The widths are fixed on the returned
+    table, so the console never squeezes it further."""
+    columns = list(table.columns)
+    if table.row_count:
+        columns = [c for c in columns if not all(_empty(x) for x in c.cells)]
+    headers = [(_plain(c.header) or "") for c in columns]
+
+    def natural(c: Column) -> int:
+        body = max((_cell_width(x) for x in c.cells), default=0)
+        w = max(body, _cell_width(c.header))
+        return min(w, c.max_width) if c.max_width is not None and not _is_whole(c) else w
+
+    def least(c: Column) -> int:
+        body = max((_cell_width(x) for x in c.cells), default=0)
+        if _is_whole(c):  # a header that may not wrap is kept whole too
+            return max(body, _cell_width(c.header) if c.no_wrap else _longest_word(c.header), 1)
+        return max(1, min(natural(c), max(c.min_width or 0, TEXT_MIN_WIDTH)))
+
+    _, right, _, left = table.padding
+    box_edges = 2 if table.box and table.show_edge else 0
+
+    def total(ws: Sequence[int]) -> int:
+        n = len(ws)
+        pads = n * (left + right) - ((left + right) if not table.pad_edge and n else 0)
+        return sum(ws) + pads + box_edges + (n - 1 if table.box and n else 0)
+
+    mins = {id(c): least(c) for c in columns}
+    nats = {id(c): max(natural(c), mins[id(c)]) for c in columns}
+    needs = total([mins[id(c)] for c in columns])
+    order = [h for h in drop_order if h in headers]
+    order += [h for h in reversed(headers[1:]) if h not in order]
+    kept = list(columns)
+    left_out: list[str] = []
+    while total([mins[id(c)] for c in kept]) > width and order and len(kept) > 1:
+        h = order.pop(0)
+        kept = [c for c in kept if (_plain(c.header) or "") != h]
+        left_out.append(h)
+    left_out.sort(key=headers.index)  # named in the table's order
+    widths = {id(c): mins[id(c)] for c in kept}
+    slack = width - total(list(widths.values()))
+    words = {id(c): min(nats[id(c)], max([_longest_word(x) for x in c.cells] + [_longest_word(c.header)]))
+             for c in kept}
+    # the width given back: first to the text columns up to their longest word (a text wraps at its
+    # spaces before a word is cut), then up to their whole text, then to the figures' headers; a
+    # column at a time, the narrowest first, so that no column takes all the room
+    for whole, goal in ((False, words), (False, nats), (True, nats)):
+        while slack > 0:
+            short = [c for c in kept if _is_whole(c) == whole and widths[id(c)] < goal[id(c)]]
+            if not short:
+                break
+            widths[id(min(short, key=lambda c: widths[id(c)]))] += 1
+            slack -= 1
+    fitted = copy.copy(table)
+    fitted.columns = [dataclasses.replace(c, width=widths[id(c)], min_width=None, max_width=None, _index=i)
+                      for i, c in enumerate(kept)]
+    return Fitted(fitted, left_out, width, needs)
+
+
+class ResultsConsole(Console):
+    """The console of stdout: every line is printed at :func:`output_width`, and every table
+    through :func:`fit_table` first, with the line that names the columns it left out (a table may
+    name the order to leave them out in as ``table.drop_order`` and how to see them as
+    ``table.fit_hint``)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self.width = output_width()
+        if not any(isinstance(o, Table) for o in objects):
+            super().print(*objects, **kwargs)
+            return
+        for o in objects:
+            if not isinstance(o, Table):
+                super().print(o, **kwargs)
+                continue
+            fitted = fit_table(o, self.width, getattr(o, "drop_order", ()))
+            super().print(fitted.table, **kwargs)
+            if fitted.left_out:
+                super().print(fitted.note(getattr(o, "fit_hint", "")), highlight=False)
+
+
 # Every string printed goes out as plain text: labels, queries, file names and errors may hold
 # square brackets, which must never be read as console markup. Styles come from Text objects.
 console = Console(stderr=True, markup=False, highlight=False, emoji=False)
-out = Console(width=None if sys.stdout.isatty() else 160, markup=False, highlight=False, emoji=False)
+out = ResultsConsole(width=PIPE_WIDTH, markup=False, highlight=False, emoji=False)
 
 
 def home_dir(home: Optional[Path] = None) -> Path:

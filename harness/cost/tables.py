@@ -50,6 +50,19 @@ CAPTION = ("offline s (fit + index + model loading) and online s (search) are co
            "stored (stopped by the budget, failed, killed or replaced)")
 
 
+# On a terminal too narrow for every column, the command line leaves columns out in these orders
+# (``table.drop_order``, read by harness.cli.console.fit_table), and names where to see them all.
+FULL_DROP_ORDER = ("cached tok", "billed out", "billed in", "hits", "billed", "q/s", "run s")
+MODEL_DROP_ORDER = ("cached tok", "billed out tok", "billed in tok", "latency s", "cache hits", "billed")
+FIT_HINT = "every column: `beyondsim audit --format json` or `--format csv`"
+
+
+def _fit(t: Table, drop_order: Sequence[str] = ()) -> Table:
+    t.drop_order = tuple(drop_order)  # type: ignore[attr-defined]
+    t.fit_hint = FIT_HINT  # type: ignore[attr-defined]
+    return t
+
+
 def _cell(row: Mapping[str, Any], key: str) -> str:
     if key == "usd":
         return usd_text(row)
@@ -100,7 +113,7 @@ def audit_table(audit: Audit, title: str) -> Table:
         if audit.by != "pair":
             t.add_section()
         t.add_row(*label_cells(audit.total, "total"), *[_cell(audit.total, k) for k, _ in cols], style="bold")
-    return t
+    return _fit(t, MODEL_DROP_ORDER if audit.by == "model" else FULL_DROP_ORDER)
 
 
 def paper_table(rows: Sequence[Mapping[str, Any]], settings: Sequence[str], title: str) -> Table:
@@ -127,7 +140,7 @@ def paper_table(rows: Sequence[Mapping[str, Any]], settings: Sequence[str], titl
         if r["missing"]:
             total += f" (missing {len(r['missing'])})"
         t.add_row(r["method"], *cells, total)
-    return t
+    return _fit(t, tuple(reversed(settings)))  # the settings from the right; the total is kept longest
 
 
 def rates_table(p: Projection) -> Table:
@@ -144,7 +157,7 @@ def rates_table(p: Projection) -> Table:
         t.add_row(r["retriever"], _num(r["queries"]), _num(r["online_s_per_query"], 4), _num(r["llm_calls_per_query"]),
                   tokens, usd, _num(r["offline_s_per_document"], 6),
                   ", ".join(f"{b} ({n:,})" for b, n in r["measured_on"].items()) or "–")
-    return t
+    return _fit(t)
 
 
 def projection_table(p: Projection, title: str) -> Table:
@@ -170,7 +183,7 @@ def projection_table(p: Projection, title: str) -> Table:
                       secs(s["offline_s"], s["offline_s_known"]),
                       secs(s["total_s"], s["online_s"] + s["offline_s_known"], "unknown"), _num(s["llm_calls"], 1),
                       partial_text(s, "tokens_k", 1), usd_text(s), s["offline_basis"], style="bold", end_section=True)
-    return t
+    return _fit(t)
 
 
 def projection_notes(p: Projection) -> list[str]:
