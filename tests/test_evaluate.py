@@ -391,3 +391,64 @@ def test_a_pool_is_the_same_from_memory_from_the_store_and_from_its_file(tmp_pat
     a.manifest = describe(a, b, ["Sat@10"])
     trec, _ = write_pool(a, tmp_path / "p.trec")
     assert read_pool(trec, b).hash == a.hash
+
+
+def test_a_pinned_pool_recomputed_to_float_rounding_is_the_pinned_pool(shared_data: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dense scores computed on another CPU differ by a few 1e-7, which changes a pool's hash. A pool
+    here with the pinned pool's candidates and every score within SCORE_AGREEMENT of it is that pool:
+    its check is OKish (not OK) and its rerankers rerank the pinned pool; scores further off, or one
+    candidate changed, fail, and the rerankers stay on the pool computed here."""
+    import dataclasses
+
+    from harness import registry
+    from harness.core.registry import load_benchmark, make_spec
+    from harness.record.reproduce import check_pools
+    from harness.run.pools import SCORE_AGREEMENT, agreement, pools_file, read_pool, write_pool_lines
+    from harness.run.runner import Runner, Settings
+    from harness.store.results import Store
+
+    b = load_benchmark("diag/negation", shared_data)
+    first = tmp_path / "first"
+    assert invoke("pool", "export", "-b", "diag/negation", "--first-stage", "bm25", "--depth", "20",
+                  "-o", tmp_path / "p.trec", "--home", first, "--data-dir", shared_data).exit_code == 0
+    here = read_pool(tmp_path / "p.trec", b)
+
+    # a query with two candidates of equal score next to each other: the near-tie another CPU breaks the other way
+    tq, ti = next((q, i) for q, r in here.rankings.items() for i in range(len(r) - 1) if r[i][1] == r[i + 1][1])
+
+    def variant(shift: float, swap: bool = False):  # type: ignore[no-untyped-def]
+        rankings = {q: [(d, s + (shift if i % 2 else -shift)) for i, (d, s) in enumerate(r)] for q, r in here.rankings.items()}
+        rankings[tq][ti], rankings[tq][ti + 1] = rankings[tq][ti + 1], rankings[tq][ti]  # the other order of the tie
+        if swap:
+            stranger = next(d for d in b.corpus.ids if d not in {x for x, _ in rankings[tq]})
+            rankings[tq][-1] = (stranger, rankings[tq][-1][1])
+        p = dataclasses.replace(here, rankings=rankings)
+        p.manifest = {**here.manifest, "hash": p.hash}
+        return p
+
+    near, far, other = variant(3e-7), variant(10 * SCORE_AGREEMENT), variant(3e-7, swap=True)
+    assert agreement(here, near).reordered == 1
+    # the hash names the candidates and their order: near and far share one (only the scores tell them apart)
+    assert len({here.hash, near.hash, other.hash}) == 3 and far.hash == near.hash
+    assert agreement(here, near).same_pool and agreement(here, near).max_score_diff == pytest.approx(3e-7, rel=0.5)
+    assert not agreement(here, far).same_pool and agreement(here, far).same_candidates
+    assert not agreement(here, other).same_candidates
+    bundle = tmp_path / "ref" / "bundle.jsonl.gz"
+    bundle.parent.mkdir()
+    for pinned, status in ((near, "OKish"), (far, "FAIL"), (other, "FAIL")):
+        write_pool_lines([pinned], pools_file(bundle))  # the shipped pool of that hash
+        plan = tmp_path / "plan.toml"
+        plan.write_text(f'[matrix]\nquick_benchmarks = ["diag/negation"]\n\n[[pool]]\nfirst_stage = "bm25"\ndepth = 20\n'
+                        f'hashes = {{ "diag/negation" = "{pinned.hash}" }}\n')
+        monkeypatch.setattr(registry, "reference_files", lambda: {"plan": plan, "bundle": bundle})
+        home = tmp_path / f"fresh-{status}-{pinned.hash}-{pinned is far}"
+        (c,) = check_pools(Settings(home=home, data_dir=shared_data), log=lambda m: None)
+        assert (c.status, c.got, c.pinned) == (status, here.hash, pinned.hash), c.note
+        assert ("the same candidates" in c.note) == (pinned is not other)
+        # a reranker on the named pool: on the pinned pool where it is that pool, else on the one computed here
+        settings = Settings(home=home, data_dir=shared_data, pool="bm25@20",
+                            pinned_pools={"bm25@20": {"diag/negation": pinned.hash}})
+        with Store(home / "results.sqlite") as store:
+            (o,) = Runner(settings, store, log=lambda m: None).run([make_spec("dense")], ["diag/negation"], [0])
+        assert o.record.extra["pool"]["hash"] == (near.hash if pinned is near else here.hash)

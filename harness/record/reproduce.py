@@ -396,8 +396,11 @@ class PoolCheck:
 def check_pools(settings: Settings, *, quick: bool = False, progress: Progress | None = None,
                 log: Callable[[str], None] = print) -> list[PoolCheck]:
     """Recompute the reference plan's pools (with ``quick``, on the plan's quick benchmarks only) in
-    the scratch store and compare each content hash with the one the plan pins: OK when equal, FAIL
-    when not (or when the first stage failed), SKIP when the benchmark is not on disk."""
+    the scratch store and compare each content hash with the one the plan pins: OK when equal; OKISH
+    when the hashes differ but the pool is the pinned one to float rounding (the same candidates of
+    every query, every score within :data:`~harness.run.pools.SCORE_AGREEMENT`; the rerankers then rerank
+    the pinned pool); FAIL otherwise (or when the first stage failed); SKIP when the benchmark is not
+    on disk."""
     from ..core.registry import reference_files
     from .matrix import load_plan
 
@@ -412,20 +415,28 @@ def check_pools(settings: Settings, *, quick: bool = False, progress: Progress |
         return []
     scratch = open_store(settings.home / SCRATCH)
     try:
-        with Runner(dataclasses.replace(settings, bootstrap=0), scratch, progress, log=log) as runner:
+        with Runner(dataclasses.replace(settings, bootstrap=0, pinned_pools=plan.pins()), scratch, progress,
+                    log=log) as runner:
             for c in checks:
                 if absent_on_disk(c.benchmark, data_dir):
                     c.status, c.note = SKIP, f"{c.benchmark} is not on disk in {data_dir}"
                     continue
                 try:
                     bench, _ = runner.load_benchmark(c.benchmark)
-                    c.got = runner.pool_for(bench, c.name).hash
+                    runner.pool_for(bench, c.name)
+                    c.got, agree = runner.pool_agreements[(c.name, bench.name)]
                 except Exception as e:  # noqa: BLE001 - one failed pool fails its check, the others go on
                     c.status, c.note = FAIL, f"{type(e).__name__}: {e}"
                     continue
-                c.status = OK if c.got == c.pinned else FAIL
-                if c.status == FAIL:
-                    c.note = "the pool computed here is not the reference pool: its rerankers' rows are on another pool"
+                if c.got == c.pinned:
+                    c.status = OK
+                elif agree is not None and agree.same_pool:
+                    c.status, c.note = OKISH, f"{agree.describe()}: its rerankers rerank the pinned pool"
+                else:
+                    c.status = FAIL
+                    c.note = ("the pool computed here is not the reference pool" +
+                              (f" ({agree.describe()})" if agree is not None else "") +
+                              ": its rerankers' rows are on another pool")
     finally:
         scratch.close()
     return checks

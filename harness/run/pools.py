@@ -114,6 +114,47 @@ class Pool:
         return {q: frozenset(d for d, _ in r) for q, r in self.rankings.items()}
 
 
+SCORE_AGREEMENT = 1e-5
+"""How far a first stage's scores recomputed elsewhere may be from a pinned pool's and still be
+that pool: float rounding of another CPU, thread count or BLAS (dense scores move by a few 1e-7),
+never a changed model or text, which moves them by far more."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How a pool computed here compares with a pinned one of the same name and benchmark version."""
+
+    same_candidates: bool  # every query has the same candidate set
+    max_score_diff: float  # over the candidates of every query (inf when the sets differ)
+    reordered: int  # queries whose order differs (near-ties broken the other way)
+
+    @property
+    def same_pool(self) -> bool:
+        """The same candidates, every score within :data:`SCORE_AGREEMENT`: the pinned pool itself."""
+        return self.same_candidates and self.max_score_diff <= SCORE_AGREEMENT
+
+    def describe(self) -> str:
+        if not self.same_candidates:
+            return "its candidates differ from the pinned pool's"
+        return (f"the same candidates as the pinned pool, every score within {self.max_score_diff:.1g} of it"
+                + (f", {self.reordered} quer{'y' if self.reordered == 1 else 'ies'} ordered otherwise at a near-tie"
+                   if self.reordered else ""))
+
+
+def agreement(here: "Pool", pinned: "Pool") -> Agreement:
+    """Compare a pool computed here with a pinned one (:class:`Agreement`)."""
+    if here.benchmark_version != pinned.benchmark_version or set(here.rankings) != set(pinned.rankings):
+        return Agreement(False, float("inf"), 0)
+    worst, reordered = 0.0, 0
+    for q, mine in here.rankings.items():
+        theirs = dict(pinned.rankings[q])
+        if len(mine) != len(theirs) or any(d not in theirs for d, _ in mine):
+            return Agreement(False, float("inf"), 0)
+        worst = max([worst, *(abs(s - theirs[d]) for d, s in mine)])
+        reordered += [d for d, _ in mine] != [d for d, _ in pinned.rankings[q]]
+    return Agreement(True, worst, reordered)
+
+
 def build_pool(bench: Benchmark, first_stage: Run | Mapping[str, Sequence[tuple[str, float]]], spec: RetrieverSpec,
                depth: int, name: str = "") -> Pool:
     """The pool of ``first_stage``'s rankings (computed by ``spec``) on ``bench``: the top ``depth``

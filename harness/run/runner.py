@@ -13,6 +13,7 @@ this process and a Ray cluster (:class:`harness.run.distributed.RayRunner`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import random
@@ -286,6 +287,9 @@ class Runner:
         self._llm: LLMClient | None = None
         self.budget_stop: str | None = None  # why the run stopped early, when the LLM budget did it
         self._pools: dict[str, pooling.Pool] = {}  # by hash: the pools of this run
+        self._shipped_pools: dict[str, pooling.Pool] | None = None  # the shipped pools file's, read when needed
+        # (pool name, benchmark) → (the hash computed here, its agreement with the pinned pool when they differ)
+        self.pool_agreements: dict[tuple[str, str], tuple[str, pooling.Agreement | None]] = {}
         self._resolved: dict[str, Resolved] = {}  # spec hash -> its class, looked up once
         self.settled = Settled({})  # the current (or last) run's outcomes, and whether the budget stopped it
 
@@ -402,9 +406,21 @@ class Runner:
                 rankings = self.store.rankings(stored.id)
             pool = pooling.build_pool(bench, rankings, first, depth, given)
         pinned = ((self.s.pinned_pools or {}).get(pool.name) or {}).get(bench.name)
+        self.pool_agreements[(pool.name, bench.name)] = (pool.hash, None)
         if pinned and pinned != pool.hash:
-            self.log(f"warning: pool {pool.name} on {bench.name} is {pool.hash} here; the reference plan pins "
-                     f"{pinned}: its rerankers are not on the reference pool (another first-stage build or CPU)")
+            ref = self._pinned_pool(pinned)
+            agree = pooling.agreement(pool, ref) if ref is not None and ref.name == pool.name else None
+            self.pool_agreements[(pool.name, bench.name)] = (pool.hash, agree)
+            if agree is not None and agree.same_pool:
+                # float rounding of this CPU: the reference candidates are the pool its rerankers rerank
+                self.log(f"pool {pool.name} on {bench.name} is {pool.hash} here, with {agree.describe()}: its "
+                         f"rerankers rerank the pinned reference pool {pinned}")
+                pool = dataclasses.replace(ref, manifest={})
+            else:
+                self.log(f"warning: pool {pool.name} on {bench.name} is {pool.hash} here; the reference plan pins "
+                         f"{pinned}" + (f" ({agree.describe()})" if agree is not None else
+                                        " (not among the shipped pools here)")
+                         + ": its rerankers are not on the reference pool (another first-stage build or CPU)")
         name = pool.name  # a file's manifest names the pool; its figures are computed here, never read
         pool.manifest = pooling.describe(pool, bench, measures_for(bench))
         assert pool.manifest["name"] == name
@@ -412,6 +428,23 @@ class Runner:
         self._pools[pool.hash] = pool
         self.save_pool_references(pool, bench)
         return pool
+
+    def _pinned_pool(self, pool_hash: str) -> pooling.Pool | None:
+        """A pinned pool by hash: from the store (an imported bundle's), else from the shipped pools file."""
+        got = pooling.pool_from_store(self.store, pool_hash)
+        if got is not None:
+            return got
+        if self._shipped_pools is None:
+            from ..core.registry import reference_files
+
+            bundle = reference_files().get("bundle")
+            path = pooling.pools_file(bundle) if bundle is not None else None
+            try:
+                self._shipped_pools = {p.hash: p for p in pooling.read_pool_lines(path)} if path and path.exists() else {}
+            except pooling.PoolError as e:
+                self.log(f"warning: {e}")
+                self._shipped_pools = {}
+        return self._shipped_pools.get(pool_hash)
 
     def pool_of(self, pool_hash: str, bench: Benchmark) -> pooling.Pool:
         """A pool of this run by hash (or from the store, where a worker finds the pools its head made)."""
