@@ -15,7 +15,9 @@
   never of a row set apart: :func:`reports.ranking.suite_comparison`); rows that lack one of them
   are shown apart with what they lack, a row without the headline measure or its per-query values
   is never ranked (:func:`reports.ranking.lacking`), and results on a query slice
-  (``--max-queries``) are in no table;
+  (``--max-queries``) are in none of them;
+* one :class:`SliceTable` per suite and slice size: the query slices ranked among themselves, beside
+  every full-set row restricted to the slice's queries (:func:`slice_tables`);
 * the stored parameter sweeps of each benchmark (:mod:`reports.sweeps` makes grids of them);
 * the second-stage track (:class:`reports.second_stage.SecondStage`): rerankers on frozen candidate
   pools and each pool's reference rows, which are in none of the tables above.
@@ -49,12 +51,15 @@ Grouping (:func:`collect`, which also feeds :func:`summary_rows`):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from harness import registry
-from harness.store.results import BenchmarkInfo, ResultRecord, Store
+from harness.core.types import content_hash
+from harness.measures.stats import BOOTSTRAP_RESAMPLES, bootstrap_cis
+from harness.store.results import BenchmarkInfo, MeasureValue, ResultRecord, Store
 from harness.store.trust import matched_figures, origin, weakest_trust
 
 # The rows live in reports.rows and the ranking machinery in reports.ranking; their public names
@@ -73,11 +78,11 @@ from .text import finite, slugify
 __all__ = [
     "ALPHA", "BASELINE", "CHANCE_LEVEL", "COMPARATOR", "ENCODER_PARAMS", "N_RESAMPLES", "OTHER_SUITE", "TASK_ORDER", "SLICE_RE",
     "Aggregate", "BenchmarkComparison", "BenchmarkSection", "ChanceCheck", "ConfigGroup", "Leaderboard", "PairedTest",
-    "PerQuery", "SuiteComparison", "SuiteRow", "SuiteSpec", "Values", "assign_trust", "base_name", "below_chance",
-    "chance_floor", "collect", "compare", "comparison_suite", "declared_suites", "headline_set", "home_suite",
-    "is_better", "is_local", "local_display", "on_pool", "measure_higher_is_better", "measure_sort_key", "order_rows",
-    "rank_intervals", "short_model", "shown_over", "significance", "suite_comparison", "suite_comparisons",
-    "summary_rows", "win_tie_loss", "OWN_SLOT", "lacking", "may_be_chance", "shown_names", "slot_of",
+    "PerQuery", "RESTRICTED", "STORED", "SliceTable", "SuiteComparison", "SuiteRow", "SuiteSpec", "Values",
+    "assign_trust", "base_name", "below_chance", "chance_floor", "collect", "compare", "comparison_suite",
+    "cut_from", "declared_suites", "headline_set", "home_suite", "is_better", "is_local", "local_display", "on_pool",
+    "measure_higher_is_better", "measure_sort_key", "order_rows", "rank_intervals", "restricted_group", "short_model",
+    "shown_over", "significance", "slice_ids", "slice_tables", "suite_comparison", "suite_comparisons", "summary_rows", "win_tie_loss", "OWN_SLOT", "lacking", "may_be_chance", "shown_names", "slot_of",
 ]
 
 TASK_ORDER = ("constraint", "completeness", "topical")
@@ -305,6 +310,7 @@ class Leaderboard:
     n_resamples: int = N_RESAMPLES
     alpha: float = ALPHA
     second_stage: SecondStage = field(default_factory=SecondStage)  # rerankers on frozen pools
+    slice_tables: list[SliceTable] = field(default_factory=list)  # the query slices, ranked among themselves
 
     @property
     def all_records(self) -> list[ResultRecord]:
@@ -324,7 +330,8 @@ class Leaderboard:
 
     @property
     def slices(self) -> list[BenchmarkComparison]:
-        """The benchmarks stored on a query slice only (``--max-queries``): on no overview table."""
+        """The benchmarks stored on a query slice only (``--max-queries``): on no full-set overview
+        table; the overview ranks them among themselves in tables of their own (:attr:`slice_tables`)."""
         return [b for b in self.benchmarks if b.section.query_slice is not None]
 
     def labels(self) -> list[str]:
@@ -340,9 +347,9 @@ def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[Suit
                       values: Values | None = None, n_resamples: int = N_RESAMPLES) -> list[SuiteComparison]:
     """A table per suite with a headline that has stored benchmarks, in registry order, then the
     ``other`` table of the benchmarks none of them lists (headline: each one's home suite's, else
-    its first measure). Query slices (``nevir[:10]``, from ``--max-queries``) are in no table: a
-    smoke run never moves a headline figure; they keep their benchmark pages
-    (:attr:`Leaderboard.slices`)."""
+    its first measure). Query slices (``nevir[:10]``, from ``--max-queries``) are in none of these
+    tables: a smoke run never moves a headline figure; they keep their benchmark pages
+    (:attr:`Leaderboard.slices`) and tables of their own (:func:`slice_tables`)."""
     members: list[tuple[SuiteSpec, list[BenchmarkSection]]] = []
     placed: set[str] = set()
     for spec in specs:
@@ -359,16 +366,180 @@ def suite_comparisons(sections: Sequence[BenchmarkSection], specs: Sequence[Suit
            for spec, secs in members]
     rest = [s for s in sections if s.name not in placed and s.query_slice is None]
     if rest:
-        measures: list[str] = []
-        homes = [home_suite(s.name, s.task, specs) for s in rest]
-        for s, home in zip(rest, homes):
-            for m in (home.headline if home is not None else ()) or tuple(s.measures[:1]):
-                if m not in measures:
-                    measures.append(m)
-        chance = next((h.chance for h in homes if h is not None and h.chance), None)
-        relevance = next((h.relevance for h in homes if h is not None and h.relevance), None)
+        measures, relevance, chance = _other_declarations(rest, specs)
         out.append(suite_comparison(OTHER_SUITE, "", measures, rest, relevance=relevance, chance=chance,
                                     values=values, n_resamples=n_resamples))
+    return out
+
+
+def _other_declarations(secs: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec]
+                        ) -> tuple[list[str], str | None, str | None]:
+    """The headline measures, relevance measure and chance retriever of a table of benchmarks no
+    suite with a headline lists: each one's home suite's headline (else its first measure), and the
+    first relevance measure and chance retriever their home suites declare."""
+    measures: list[str] = []
+    homes = [home_suite(s.name, s.task, specs) for s in secs]
+    for s, home in zip(secs, homes):
+        for m in (home.headline if home is not None else ()) or tuple(s.measures[:1]):
+            if m not in measures:
+                measures.append(m)
+    chance = next((h.chance for h in homes if h is not None and h.chance), None)
+    relevance = next((h.relevance for h in homes if h is not None and h.relevance), None)
+    return measures, relevance, chance
+
+
+# --------------------------------------------------------------------------------------------
+# the query slices, ranked among themselves
+
+STORED, RESTRICTED = "stored", "restricted"  # where a slice row's figures come from (SliceTable.source)
+
+
+@dataclass
+class SliceTable:
+    """One overview table of query slices (``nevir[:25]``, from ``--max-queries``): the benchmarks
+    of one suite cut to their first :attr:`size` judged queries, ranked among themselves with the
+    machinery of the full-set tables (:func:`reports.ranking.suite_comparison`: the same headline
+    measures, equal footing, chance test and rank intervals), never beside a full-set row.
+
+    Its rows are every configuration with a stored result on one of the slices, and every
+    configuration of the full-set tables on the same benchmarks: a row's figures on a slice are its
+    stored slice result where there is one (:data:`STORED`), else its full-set result's per-query
+    values restricted to exactly the slice's query ids (:data:`RESTRICTED`: the ids the stored slice
+    results were scored on, the first ``size`` judged queries of the version the slice was cut
+    from, :meth:`harness.core.types.Benchmark.head`), their means and bootstrap intervals computed
+    as the runner computes them. A restricted row comes only from the full-set version the slice's
+    own version was derived from (``content_hash([version, "head:N"])``)."""
+
+    comparison: SuiteComparison  # the table: its benchmarks are the slices, its rows both kinds
+    size: int  # N of ``[:N]``
+    sources: dict[tuple[str, str], ConfigGroup]  # (label, slice name) → the full-set row a restricted row comes from
+    values: Values  # every row's per-query values on the slices (what its tests and intervals read)
+
+    @property
+    def name(self) -> str:
+        return self.comparison.name
+
+    def source(self, label: str, benchmark: str) -> str:
+        """Where the figures of ``label`` on the slice ``benchmark`` come from: :data:`STORED` or
+        :data:`RESTRICTED`."""
+        return RESTRICTED if (label, benchmark) in self.sources else STORED
+
+    def stored_labels(self) -> list[str]:
+        """The rows with a stored result on at least one of the slices, in table order."""
+        stored = {g.display for s in self.comparison.benchmarks for g in s.groups
+                  if (g.display, s.name) not in self.sources}
+        return [r.label for r in self.comparison.rows if r.label in stored]
+
+
+def slice_ids(section: BenchmarkSection, per_query: PerQuery) -> dict[str, list[str]]:
+    """Per measure, the ids a slice's stored results were scored on (queries, or pairs for a pair
+    measure): what a restricted row keeps of its full-set values. Queries are in the slice's own
+    order (its queries as the store keeps them, the order the runner scores and resamples them in);
+    ids that are no query of it (pairs), and every id when the store keeps no queries, in the order
+    the results stored them."""
+    ids: dict[str, dict[str, None]] = {}
+    for g in section.groups:
+        for r in g.records:
+            for m, col in per_query.result(r).items():
+                ids.setdefault(m, {}).update(dict.fromkeys(col))
+    position: dict[str, int] = {}
+    for v in section.versions:
+        for q in per_query.store.queries_of(v):
+            position.setdefault(str(q["qid"]), len(position))
+    last = len(position)
+    return {m: sorted(col, key=lambda q: position.get(q, last)) for m, col in ids.items()}
+
+
+def cut_from(section: BenchmarkSection, full_version: str) -> bool:
+    """Whether the slice ``section`` was cut from the full set's version ``full_version``: its own
+    version is the one :meth:`harness.core.types.Benchmark.head` derives from it."""
+    n = section.query_slice
+    return n is not None and any(v == content_hash([full_version, f"head:{n}"]) for v in section.versions)
+
+
+def restricted_group(g: ConfigGroup, section: BenchmarkSection, ids: Mapping[str, Sequence[str]],
+                     per_query: PerQuery) -> tuple[ConfigGroup, dict[str, dict[str, float]]] | None:
+    """The full-set row ``g`` on the slice ``section``: per seed, its per-query values of each
+    measure restricted to the slice's ids (a measure whose values lack one of them is left out),
+    their mean and 95% percentile bootstrap interval (:data:`harness.measures.stats.BOOTSTRAP_RESAMPLES`
+    resamples seeded with the result's seed, over the values in the slice's order, :func:`slice_ids`:
+    as the runner computes a stored result's); and the row's per-query values (means over its seeds). ``None``
+    when no measure is left."""
+    version = section.info.version if section.info is not None else section.versions[0]
+    n_queries = max((n for s in section.groups for n in s.n_queries), default=0)
+    records: list[ResultRecord] = []
+    per_seed: list[dict[str, dict[str, float]]] = []
+    for r in g.records:
+        values = per_query.result(r)
+        cols = {m: [float(values[m][q]) for q in qs] for m, qs in ids.items()
+                if qs and values.get(m) and all(q in values[m] for q in qs)}
+        if not cols:
+            continue
+        cis = bootstrap_cis(cols, n_resamples=BOOTSTRAP_RESAMPLES, seed=r.seed)
+        measures = {m: MeasureValue(sum(col) / len(col), len(col), *cis[m]) for m, col in cols.items()}
+        records.append(dataclasses.replace(r, benchmark=section.name, benchmark_version=version, n_queries=n_queries,
+                                           n_missing=0, measures=measures, per_query={}, rankings={}, id=None))
+        per_seed.append({m: dict(zip(ids[m], col)) for m, col in cols.items()})
+    if not records:
+        return None
+    common = set.intersection(*(set(p) for p in per_seed))
+    means = {m: {q: sum(p[m][q] for p in per_seed) / len(per_seed) for q in ids[m]} for m in common}
+    out = ConfigGroup(section.name, version, g.label, g.spec_hash, records, g.display, trust=g.trust, slot=g.slot)
+    return out, means
+
+
+def slice_tables(sections: Sequence[BenchmarkSection], specs: Sequence[SuiteSpec], per_query: PerQuery, *,
+                 n_resamples: int = N_RESAMPLES) -> list[SliceTable]:
+    """The overview's tables of query slices (:class:`SliceTable`): one per suite with a headline and
+    slice size, the slices of benchmarks no such suite lists in an ``other`` table per size, in
+    registry order then by size (largest first)."""
+    full = {s.name: s for s in sections if s.query_slice is None}
+    listed = [sp for sp in specs if sp.headline]
+    by_table: dict[tuple[int, int], list[BenchmarkSection]] = {}
+    for s in sections:
+        if s.query_slice is None:
+            continue
+        base = base_name(s.name)
+        where = next((i for i, sp in enumerate(listed) if base in sp.benchmarks), len(listed))
+        by_table.setdefault((where, s.query_slice), []).append(s)
+    out = []
+    for (where, n) in sorted(by_table, key=lambda k: (k[0], -k[1])):
+        slices = by_table[(where, n)]
+        if where < len(listed):
+            spec = listed[where]
+            order = list(spec.benchmarks)
+            slices.sort(key=lambda s: (order.index(base_name(s.name)), s.name))
+            name, description, measures = spec.name, spec.description, list(spec.headline)
+            relevance, chance, tradeoff = spec.relevance, spec.chance, spec.tradeoff
+        else:
+            name, description, tradeoff = OTHER_SUITE, "", None
+            measures, relevance, chance = _other_declarations(slices, specs)
+        sources: dict[tuple[str, str], ConfigGroup] = {}
+        restricted: dict[int, dict[str, dict[str, float]]] = {}
+        cut: list[BenchmarkSection] = []
+        for s in slices:
+            stored = {g.display for g in s.groups}
+            extra = []
+            whole = full.get(base_name(s.name))
+            ids = slice_ids(s, per_query)
+            for g in (whole.groups if whole is not None else []):
+                if g.display in stored or not cut_from(s, g.benchmark_version):
+                    continue
+                got = restricted_group(g, s, ids, per_query)
+                if got is None:
+                    continue
+                extra.append(got[0])
+                restricted[id(got[0])] = got[1]
+                sources[(g.display, s.name)] = g
+            cut.append(dataclasses.replace(s, groups=[*s.groups, *extra], measures=list(s.measures)))
+
+        def values(g: ConfigGroup, _restricted: dict[int, dict[str, dict[str, float]]] = restricted
+                   ) -> Mapping[str, Mapping[str, float]]:
+            return _restricted[id(g)] if id(g) in _restricted else per_query.group(g)
+
+        table = suite_comparison(name, description, measures, cut, relevance=relevance, chance=chance,
+                                 tradeoff=tradeoff, values=values, n_resamples=n_resamples)
+        out.append(SliceTable(table, n, sources, values))
     return out
 
 
@@ -429,4 +600,6 @@ def compare(store: Store, *, n_resamples: int = N_RESAMPLES,
             rank_measure, standing, ranks, home.relevance if home else None, home.chance if home else None,
             home.tradeoff if home else None))
     suites = suite_comparisons(sections, specs, values=per_query.group, n_resamples=n_resamples)
-    return Leaderboard(records, benchmarks, suites, sweeps, per_query, n_resamples, second_stage=track)
+    slices = slice_tables(sections, specs, per_query, n_resamples=n_resamples)
+    return Leaderboard(records, benchmarks, suites, sweeps, per_query, n_resamples, second_stage=track,
+                       slice_tables=slices)

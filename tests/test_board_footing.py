@@ -5,6 +5,7 @@ name, never by its absolute path."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -126,10 +127,60 @@ def test_a_smoke_slice_beside_full_runs_changes_no_headline(tmp_path: Path, suit
     out = render_site(build(tmp_path / "c.sqlite", with_slice=True), tmp_path / "site", n_resamples=100).parent
     index = (out / "index.html").read_text(encoding="utf-8")
     root = parse(index)
-    assert all("smoke" not in t.text() for t in root.iter("table"))
-    assert "first 3 queries · not ranked" in index
+    # in no full-set table; ranked only among the slices, in a table of its own labelled as one
+    tables = list(root.iter("table"))
+    assert all("smoke" not in t.text() for t in tables if not t.attrs.get("id", "").startswith("slices-"))
+    sliced = root.by_id("slices-constraint-3")
+    assert sliced.attrs["data-slice"] == "3" and "first 3 judged queries" in root.by_id("slices-constraint-3-title").text()
+    _, srows = table_rows(sliced)
+    smoke = next(r for r in srows if r[0].find("a").text() == "smoke")
+    assert "slice run" in smoke[0].text()
+    assert {r[0].find("a").text() for r in srows} == {"smoke", "bm25"}  # b1[:3] was not cut from b1v: no row restricted
+    assert "first 3 queries · slices table" in index
     page = (out / "bench" / "b1-3.html").read_text(encoding="utf-8")
     assert "A smoke run: results on the first 3 queries of b1" in page
+
+
+def test_a_slice_table_ranks_stored_slice_rows_beside_the_full_rows_restricted_to_its_queries(tmp_path: Path,
+                                                                                             suites: None) -> None:
+    """The slice b1[:3] cut from b1's version: "smoke" (stored on it only) is ranked among every full-set row of b1
+    restricted to the slice's 3 queries (their mean and interval recomputed from their per-query values), bm25 keeps
+    its own stored slice result; the full-set table is unchanged."""
+    from harness.core.types import content_hash
+    from harness.measures.stats import BOOTSTRAP_RESAMPLES, bootstrap_ci
+
+    s = build(tmp_path / "r.sqlite")
+    cut = content_hash(["b1v", "head:3"])  # the version Benchmark.head(3) gives b1's
+    s.save_benchmark(BenchmarkInfo("b1[:3]", cut, "constraint", ["nDCG@10"], {}))
+    slice_ids = QIDS[:3]
+    for label, values in (("smoke", [1.0, 0.9, 0.8]), ("bm25", [0.0, 0.0, 0.0])):  # bm25's own slice run differs
+        rec = _record(label, "b1[:3]", cut, values)
+        s.save(rec)
+    board = compare(s, n_resamples=100)
+    (table,) = board.slice_tables
+    assert table.size == 3 and [b.name for b in table.comparison.benchmarks] == ["b1[:3]"]
+    rows = {r.label: r for r in table.comparison.rows}
+    assert set(rows) == set(FIELD) | {"smoke"}
+    assert rows["smoke"].means["nDCG@10"] == pytest.approx(0.9) and table.source("smoke", "b1[:3]") == "stored"
+    assert rows["bm25"].means["nDCG@10"] == 0.0 and table.source("bm25", "b1[:3]") == "stored"
+    for label in ("dense", "mine", "partial"):
+        full = _values(FIELD[label]["b1"])
+        assert table.source(label, "b1[:3]") == "restricted"
+        assert rows[label].means["nDCG@10"] == pytest.approx(np.mean(full[:3]), abs=1e-12)
+        g = next(g for sec in table.comparison.benchmarks for g in sec.groups if g.display == label)
+        lo, hi = bootstrap_ci(full[:3], n_resamples=BOOTSTRAP_RESAMPLES, seed=0)
+        assert (g.records[0].measures["nDCG@10"].ci_low, g.records[0].measures["nDCG@10"].ci_high) == (lo, hi)
+        assert table.values(g)["nDCG@10"] == dict(zip(slice_ids, full[:3]))
+    assert rows["partial"].complete  # b1[:3] is the whole headline here: "partial" ran b1
+    assert [r.label for r in board.suites[0].rows] == [r.label for r in compare(build(tmp_path / "a.sqlite"),
+                                                                                 n_resamples=100).suites[0].rows]
+    out = render_site(s, tmp_path / "site", n_resamples=100).parent
+    root = parse((out / "index.html").read_text(encoding="utf-8"))
+    _, shown = table_rows(root.by_id("slices-constraint-3"))
+    by = {r[0].find("a").text(): r for r in shown}
+    assert "full set" in by["dense"][0].text() and "slice run" in by["smoke"][0].text()
+    assert float(by["dense"][5].attrs["data-value"]) == pytest.approx(np.mean(_values(FIELD["dense"]["b1"])[:3]))
+    assert "full set" in root.by_id("slices-constraint-3-title").parent.find("p", "slice-sources").text()
 
 
 def test_a_local_folder_is_named_by_its_folder_never_its_path(tmp_path: Path) -> None:
@@ -150,8 +201,9 @@ def test_a_local_folder_is_named_by_its_folder_never_its_path(tmp_path: Path) ->
     assert shown[0].startswith("my-qa-set (") and shown[1].startswith("my-qa-set (") and shown[0] != shown[1]
     out = render_site(s, tmp_path / "site", n_resamples=100).parent
     for page in out.rglob("*"):
-        if page.is_file():
-            text = page.read_text(encoding="utf-8")
+        if page.is_file():  # (the per-query files are gzip-compressed)
+            data = page.read_bytes()
+            text = (gzip.decompress(data) if page.suffix == ".gz" else data).decode("utf-8")
             assert str(tmp_path) not in text and "secret-home" not in text, page
     index = (out / "index.html").read_text(encoding="utf-8")
     assert index.count('class="tag local"') == 2
@@ -192,7 +244,17 @@ def test_trust_levels_and_reported_rows_apart(tmp_path: Path, suites: None) -> N
     root = parse((out / "index.html").read_text(encoding="utf-8"))
     _, apart = table_rows(root.by_id("overview-constraint-apart"))
     typed = next(r for r in apart if r[0].text().strip() == "typed")
-    assert typed[4].text().strip() == "reported"
+    assert typed[4].text().strip() == "reported"  # the cell reads as its level
+    # the badge opens what was checked: nothing for "typed"; for "checked", the rows of the shipped
+    # matrix's run that recomputed each of its benchmarks
+    assert "no figure checked here." in typed[4].find("div", "pop-body").attrs["data-text"].split("\n")
+    _, ranked = table_rows(root.by_id("overview-constraint"))
+    checked = next(r for r in ranked if r[0].text().strip() == "checked")[4]
+    assert checked.text().strip() == "reproduced"
+    lines = checked.find("div", "pop-body").attrs["data-text"].split("\n")
+    assert lines[0].startswith("reproduced: ") and lines[1] == "figures checked here: nDCG@10."
+    assert lines[2].startswith("Recomputed by the shipped reproduction matrix")
+    assert lines[3:] == [f"• {b} · nDCG@10: {got:.4f} against {got:.4f} expected, OK" for b in ("b1", "b2", "b3")]
     legend = root.by_id("overview-constraint").parent.parent.text()
     assert "reported" in legend and "imported as figures only" in legend
     page = parse((out / "bench" / "b1.html").read_text(encoding="utf-8"))

@@ -69,7 +69,7 @@ def test_the_page_shows_each_id_with_its_own_text(site: tuple[Path, str], browse
     shown = page.eval_on_selector_all(
         "article.query", "as => as.map(a => [a.getAttribute('data-qid'), (a.querySelector('p.qtext') || {}).textContent,"
         " Array.from(a.querySelectorAll('tr.doc')).map(tr => [tr.getAttribute('data-doc'),"
-        " tr.querySelector('td.wrap').textContent])])")
+        " tr.querySelector('td.doc-text').textContent])])")
     assert [q for q, _, _ in shown] == ODD
     for q, text, rows in shown:
         assert text == TEXT[q]

@@ -284,7 +284,10 @@ def test_overview_suite_averages_and_order(site):
     for label, v in expect_v2.items():
         cell = by[label][5]
         assert float(cell.attrs["data-value"]) == pytest.approx(v)
-        assert cell.text().strip() == fmt_num(v)
+        assert cell.find("span", "value").text().strip() == fmt_num(v)
+        # the first headline figure carries its 95% bootstrap interval, which holds the mean
+        lo, hi = (float(x) for x in cell.find("span", "ci").text().strip("[]").split(", "))
+        assert lo - 0.005 <= v <= hi + 0.005 and lo < hi
     assert "negconstraint, diag/antonym" in root.find("p", "headline-set").text()
     aheads, arows = table_rows(root.by_id("overview-constraint-apart"))
     anames = [h.text().strip().rstrip("↑↓") for h in aheads]
@@ -302,7 +305,9 @@ def test_overview_suite_averages_and_order(site):
         assert float(r[11].attrs["data-value"]) == pytest.approx(neg_mean(key))  # its own benchmark is shown
         assert r[12].attrs["data-value"] == ""
     # computed here: reproduced; the test records name no encoder and no LLM
-    assert [by["bm25"][i].text().strip() for i in (2, 3, 4)] == ["–", "–", "reproduced"]
+    assert [by["bm25"][i].text().strip() for i in (2, 3)] == ["–", "–"]
+    assert by["bm25"][4].find("span", "trust").text().strip() == "reproduced"
+    assert "every figure computed by this harness here" in by["bm25"][4].find("div", "pop-body").attrs["data-text"]
     # PairAcc exists on diag/antonym only
     assert float(by["dense"][7].attrs["data-value"]) == pytest.approx(1.0)
     # FVR@10 mean over the two benchmarks
@@ -505,14 +510,16 @@ def test_efficiency_page(site):
     bm = by[("bm25", "negconstraint")]
     assert float(bm["offline s"].attrs["data-value"]) == pytest.approx(4.5)
     assert float(bm["this run s"].attrs["data-value"]) == pytest.approx(2.0 + float(bm["online s"].attrs["data-value"]))
-    assert bm["reproduce"].text().startswith("beyondsim run bm25 ") and " -b negconstraint --seeds " in bm["reproduce"].text()
+    command = bm["reproduce"].find("pre", "command").text()
+    assert command.startswith("beyondsim run bm25 ") and " -b negconstraint --seeds " in command
+    assert bm["reproduce"].find("button", "copy").attrs["data-copy"] == command  # the copy button copies it
     # the CSV and JSON next to the table hold the same rows, unrounded
     data = json.loads((out / "data" / "efficiency-results.json").read_text(encoding="utf-8"))
     rows_csv = list(csv.DictReader(io.StringIO((out / "data" / "efficiency-results.csv").read_text(encoding="utf-8"))))
     assert len(data["rows"]) == len(rows_csv) == len(rows)
     j = {(r["retriever"], r["benchmark"]): r for r in data["rows"]}
     assert j[("bm25", "negconstraint")]["offline_s"] == pytest.approx(4.5)
-    assert j[("bm25", "negconstraint")]["command"] == bm["reproduce"].text()
+    assert j[("bm25", "negconstraint")]["command"] == command
     assert j[(XSS, "negconstraint")]["usd"] is None and j[(XSS, "negconstraint")]["usd_unknown_calls"] > 0
     neutral = [r["retriever"] for r in rows_csv if r["retriever"].lstrip("'") != r["retriever"]]
     assert all(not r["retriever"].startswith(("=", "+", "-", "@")) for r in rows_csv), neutral

@@ -16,6 +16,7 @@ and listed in the test run's summary, so a CI log points at them.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -67,7 +68,8 @@ def _shoot(page, name: str, log: list[Path]) -> Path:
 
 
 def _fetched(page, link) -> str:
-    """What clicking a download link gets: the downloaded file's text, or — where the browser opens
+    """What clicking a download link gets: the downloaded file's text (decompressed when it is
+    gzip-compressed, as the per-query files are), or — where the browser opens
     the file instead (a ``download`` attribute does not apply to ``file:`` pages in Chromium) — the
     text it shows; then back to the page."""
     from playwright.sync_api import TimeoutError as NoDownload
@@ -75,7 +77,8 @@ def _fetched(page, link) -> str:
     try:
         with page.expect_download(timeout=3000) as got:
             link.click()
-        return Path(got.value.path()).read_text(encoding="utf-8")
+        data = Path(got.value.path()).read_bytes()
+        return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")  # (a .gz file)
     except NoDownload:  # opened, not downloaded
         page.wait_for_load_state()
         text = page.evaluate("document.body.innerText")
@@ -161,8 +164,12 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     _shoot(page, "overview.png", screenshot_log)
     _clean(page)
 
-    # ---- follow the link to a benchmark page
-    page.click("a[href='bench/diag-antonym.html']")
+    # ---- follow the link to a benchmark page: its column header, shown once the per-benchmark columns are
+    bench_head = page.locator("table#overview-constraint th.bench a[href='bench/diag-antonym.html']")
+    assert not bench_head.is_visible()  # the per-benchmark columns are behind a toggle
+    page.check("#overview-constraint-show-bench")
+    assert bench_head.is_visible()
+    bench_head.click()
     page.wait_for_load_state()
     assert page.url.endswith("/bench/diag-antonym.html")
     assert "diag/antonym" in page.locator("h1").inner_text()
@@ -236,7 +243,7 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     # cold offline seconds: dense needs an encoder, so none of its rows costs nothing offline, even those
     # whose model was already loaded by an earlier result of the same run (charged what loading it cost)
     rows = page.eval_on_selector_all("table#efficiency-results tbody tr", "rs => rs.map(r => [r.cells[0].textContent.trim(), "
-                                     "r.querySelector('td.offline').dataset.value, r.querySelector('td.command').textContent])")
+                                     "r.querySelector('td.offline').dataset.value, r.querySelector('td.command pre.command').textContent])")
     dense = [float(v) for label, v, _ in rows if label == "dense"]
     assert len(dense) == len(BENCHMARKS) and min(dense) > 0.1, dense
     assert all(cmd.startswith(f"beyondsim run {label.split()[0]} ") for label, _, cmd in rows)

@@ -6,6 +6,7 @@ and model facts read from the model."""
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import re
@@ -73,13 +74,18 @@ def test_per_query_files_equal_the_stored_values(board):
     csv_link = next(h for h in links if "negconstraint-seed0-queries.csv" in h)
     rid = next(r.id for r in store.results() if r.label == "bm25" and r.benchmark == "negconstraint")
     stored = store.per_query(rid)
-    rows = list(csv.DictReader(io.StringIO((out / "retriever" / csv_link).resolve().read_text())))
+    assert csv_link.endswith(".csv.gz")  # the per-query files are gzip-compressed
+
+    def unzipped(link: str) -> str:
+        return gzip.decompress((out / "retriever" / link).resolve().read_bytes()).decode("utf-8")
+
+    rows = list(csv.DictReader(io.StringIO(unzipped(csv_link))))
     assert len(rows) == NQ
     for row in rows:
         for m in ("V@2", "FVR@10", "nDCG@10"):
             want = stored[m].get(row["query"])
             assert (row[m] == "") if want is None else float(row[m]) == pytest.approx(want, abs=0)
-    data = json.loads((out / "retriever" / csv_link.replace(".csv", ".json")).resolve().read_text())
+    data = json.loads(unzipped(csv_link.replace(".csv", ".json")))
     assert data["result"]["seed"] == 0 and data["result"]["benchmark"] == "negconstraint"
     assert {r["query"]: r["nDCG@10"] for r in data["rows"]} == stored["nDCG@10"]
     # the benchmark page's seed links and the drill-down link the same files

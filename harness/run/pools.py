@@ -116,7 +116,7 @@ class Pool:
 
 SCORE_AGREEMENT = 1e-5
 """How far a first stage's scores recomputed elsewhere may be from a pinned pool's and still be
-that pool: float rounding of another CPU, thread count or BLAS (dense scores move by a few 1e-7),
+that pool: float rounding of another CPU, thread count or BLAS (an encoder's scores move by a few 1e-7),
 never a changed model or text, which moves them by far more."""
 
 

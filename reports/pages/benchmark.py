@@ -22,8 +22,8 @@ from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decima
 from harness.store.trust import DESCRIPTIONS
 
 from . import downloads, rowfacts, stage
-from .page import (Site, fmt_count, header, initial_aria, json_value, legend, rank_title, raw, trust_levels,
-                   unique_id)
+from .page import (Site, checked_text, filter_view, fmt_count, header, initial_aria, json_value, legend, rank_title,
+                   raw, trust_levels, trust_view, unique_id)
 
 MARKS = {COMPARATOR: "†", BASELINE: "‡"}
 
@@ -172,7 +172,9 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "llm": g.llm,
             "note": g.note,
             "trust": g.trust,
-            "checked": _checked(g),
+            "trust_view": trust_view(site, g.trust, [g]),
+            "tags": rowfacts.tags([g], label=g.display, trust=g.trust, encoder=g.encoder, llm=g.llm),
+            "checked": checked_text(g.checked),
             "baseline": b.is_baseline(g),
             "spec_hash": g.spec_hash,
             "title": (f"{g.retriever} · spec {g.spec_hash} · benchmark version {g.benchmark_version} · harness "
@@ -201,7 +203,8 @@ def results_table(site: Site, b: BenchmarkComparison) -> dict[str, Any]:
             "all_noted": bool(rows) and len(notes) == len(rows),
             "trusts": trust_levels(r["trust"] for r in rows),
             "marked": sorted({mk["kind"] for r in rows for c in r["cells"] for mk in c["marks"]}),
-            "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"])}
+            "has_dash": any(c["raw"] == "" for r in rows for c in r["cells"]),
+            "filters": filter_view("results-filters", ["results"], [r["tags"] for r in rows])}
 
 
 def tradeoff_plot(b: BenchmarkComparison, rows: Sequence[Mapping[str, Any]]) -> str:
@@ -394,18 +397,9 @@ def _sweep_only_view(name: str, slug: str, sweeps: Sequence[Mapping[str, Any]]) 
             "versions": [], "version_shown": "",
             "unregistered_versions": [], "multi_version": False, "description": "", "source": "", "license": "",
             "relevance_threshold": None, "stats": [], "protocols": [], "table": {"headers": [], "rows": [], "legend": [], "marked": [], "has_dash": False,
-                                   "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None}, "yardsticks": [], "breakdowns": [], "survival": [],
+                                   "trusts": [], "notes": [], "all_noted": False, "tradeoff": {"svg": ""}, "data": None,
+                                   "filters": None}, "yardsticks": [], "breakdowns": [], "survival": [],
             "separation": [], "sweeps": sweep_views(sweep_grids(sweeps)), "has_results": False, "second_stage": None}
-
-
-def _checked(g: Any) -> str:
-    """Which of a row's figures were checked here, for its trust cell."""
-    checked = g.checked
-    if checked is None:
-        return "every figure computed by this harness here"
-    if not checked:
-        return "no figure checked here"
-    return "figures checked here: " + ", ".join(sorted(checked, key=measure_sort_key))
 
 
 def render(site: Site) -> None:

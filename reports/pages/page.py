@@ -60,6 +60,61 @@ def trust_title() -> str:
     return f"how its figures were checked: {words}"
 
 
+def checked_text(checked: frozenset[str] | None) -> str:
+    """Which of a row's figures were checked here (:attr:`reports.rows.ConfigGroup.checked`)."""
+    from harness.measures import sort_key
+
+    if checked is None:
+        return "every figure computed by this harness here"
+    if not checked:
+        return "no figure checked here"
+    return "figures checked here: " + ", ".join(sorted(checked, key=sort_key))
+
+
+def trust_view(site: "Site", level: str, groups: Sequence[Any]) -> dict[str, Any]:
+    """A row's trust cell: its level (the badge), and what the badge opens (``text``, one line each):
+    what the level means,
+    which figures were checked here on every seed of ``groups`` (the row's
+    :class:`reports.rows.ConfigGroup` rows), and the rows of the shipped reproduction matrix that
+    recomputed them (:meth:`Site.matrix_rows`), each with its benchmark, measure, figure and status."""
+    sets = [g.checked for g in groups]
+    known = [c for c in sets if c is not None]
+    checked = None if not known else frozenset.intersection(*known)
+    matrix = []
+    for g in groups:
+        for r in g.records:
+            for m in site.matrix_rows(r.spec_hash, r.benchmark_version):
+                got = m.get("got")
+                matrix.append({"benchmark": str(m["benchmark"]), "measure": str(m["measure"]),
+                               "got": f"{float(got):.4f}" if finite(got) else "–",
+                               "expected": f"{float(m['expected']):.4f}" if finite(m.get("expected")) else "–",
+                               "status": str(m["status"]), "run": str(m["run_id"])})
+    matrix = list({(x["benchmark"], x["measure"], x["run"]): x for x in matrix}.values())
+    checked_line = checked_text(checked) if groups else ""
+    description = trust_description(level) or "a trust level this board does not describe"
+    lines = [f"{level}: {description}."] + ([f"{checked_line}."] if checked_line else [])
+    if matrix:
+        lines.append(f"Recomputed by the shipped reproduction matrix (beyondsim reproduce, run {matrix[0]['run']}):")
+        lines += [f"• {m['benchmark']} · {m['measure']}: {m['got']} against {m['expected']} expected, {m['status']}"
+                  for m in matrix]
+    return {"level": level, "class": trust_class(level), "sort": trust_sort(level), "description": description,
+            "checked": checked_line, "matrix": matrix, "text": "\n".join(lines),
+            "title": f"{level}: {checked_line}" if checked_line else level}
+
+
+def filter_view(form_id: str, tables: Sequence[str], rows: Sequence[Mapping[str, str]]) -> dict[str, Any] | None:
+    """The filter bar over ``tables`` (their ids; ``templates/_sort.js`` hides the rows that do not
+    match): the values its menus offer, from the ``data-*`` tags of their ``rows``
+    (:func:`reports.pages.rowfacts.tags`); ``None`` without rows."""
+    if not rows:
+        return None
+    return {"id": form_id, "tables": " ".join(tables), "count": len(rows),
+            "family": sorted({r["family"] for r in rows}, key=str.lower),
+            "trust": trust_levels(r["trust"] for r in rows),
+            "encoder": sorted({r["encoder"] for r in rows}, key=lambda e: (e == "none", e.lower())),
+            "overlap": any("overlap" in r["trained"].split("|") for r in rows)}
+
+
 def trust_levels(levels: Iterable[str]) -> list[str]:
     """The distinct trust levels of a table, best first (as :data:`harness.store.trust.LEVELS` orders
     them; a level it does not declare last)."""
@@ -93,6 +148,7 @@ class Site:
     drilldowns: dict[int, str] = field(default_factory=dict)  # result id → path from the site root
     sweep_slugs: dict[str, str] = field(default_factory=dict)  # sweep-only benchmark → page name
     written: set[str] = field(default_factory=set)
+    _matrix: dict[tuple[str, str], list[dict[str, Any]]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         used: set[str] = set()
@@ -106,6 +162,17 @@ class Site:
                     self.drilldowns[int(r.id or 0)] = f"retriever/{self.retriever_slugs[g.display]}/{name}.html"
         bench_used = {b.slug for b in self.board.benchmarks} | {s.slug for s in self.board.second_stage.only}
         self.sweep_slugs = {name: slugify(name, bench_used) for name in self.board.sweep_only}
+
+    def matrix_rows(self, spec_hash: str, benchmark_version: str) -> list[dict[str, Any]]:
+        """The reference rows of the latest run of the shipped reproduction matrix that recomputed
+        the configuration ``spec_hash`` on ``benchmark_version`` (what made an imported row
+        *reproduced*, :func:`harness.store.trust.matched_figures`); read from the store once."""
+        if self._matrix is None:
+            self._matrix = {}
+            for r in self.store.reproductions(shipped=True):
+                if r.get("kind", "reference") == "reference":
+                    self._matrix.setdefault((str(r["spec_hash"]), str(r["benchmark_version"])), []).append(r)
+        return self._matrix.get((spec_hash, benchmark_version), [])
 
     @property
     def common(self) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """What every table row says about its configuration besides its figures: the ``beyondsim``
 command that reproduces it, the BibTeX of its method's paper (declared once with the method's
 registered metadata, harness/core/registry.py), what it trained on and whether that overlaps the test
-side of the benchmark, and the facts of the models it used (recorded with each result by
-harness/models/facts.py). The overview, benchmark, retriever and efficiency pages and their data
-files read them from here, so a row says the same on each."""
+side of the benchmark, the facts of the models it used (recorded with each result by
+harness/models/facts.py), and the tags the pages' filters read (:func:`tags`: the method's family,
+whether it calls an LLM, its encoder, its trust level, its training). The overview, benchmark,
+retriever and efficiency pages and their data files read them from here, so a row says the same on
+each."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.citation import Citation
 from harness.core.leakage import family
-from harness.models.facts import FACTS_KEY, facts_text
+from harness.models.facts import FACTS_KEY, facts_text, fmt_params
 from harness.store.provenance import run_command
 from harness.registry import registered_info
 
@@ -125,3 +127,50 @@ def view(groups: Sequence[ConfigGroup]) -> dict[str, Any]:
     """The row facts for a template: ``command``, ``bibtex``, ``training``, ``facts``."""
     return {"command": command(groups), "bibtex": bibtex(groups[0].retriever) if groups else "",
             "training": training(groups), "facts": facts_cell(groups)}
+
+
+def uses_llm(groups: Sequence[ConfigGroup]) -> bool:
+    """Whether a row's results called an LLM: the runner recorded one for them (``extra["llm"]``),
+    else its method registered ``uses_llm=True`` (a rule that depends on the parameters counts only
+    through what the runner recorded)."""
+    if any(g.llm for g in groups):
+        return True
+    info = registered_info(groups[0].retriever) if groups else None
+    flag = getattr(info, "uses_llm", False)
+    return flag is True
+
+
+def method_family(groups: Sequence[ConfigGroup]) -> str:
+    """The kind of method a row is, as its retriever registered it (``family``: "lexical", "dense",
+    …); "unregistered" for a class this installation does not know, "unknown" when none is declared."""
+    info = registered_info(groups[0].retriever) if groups else None
+    if info is None:
+        return "unregistered"
+    return str(getattr(info, "family", "") or "unknown")
+
+
+def encoder_size(groups: Sequence[ConfigGroup]) -> str:
+    """The parameter count of a row's encoder (``22.7M``), from the model facts its results recorded
+    (the fact of the encoder role, else the first model's); "" when none was recorded."""
+    facts = model_facts(groups)
+    chosen = next((f for f in facts if f.get("role") == "encoder"), facts[0] if facts else None)
+    if chosen is None or not chosen.get("parameters"):
+        return ""
+    return fmt_params(chosen.get("parameters"))
+
+
+TAG_SEPARATOR = "|"  # between the values of one data-* attribute a row has several of (data-trained)
+
+
+def tags(groups: Sequence[ConfigGroup], *, label: str, trust: str, encoder: str, llm: str) -> dict[str, str]:
+    """The ``data-*`` attributes the pages' filters read on a row (``templates/_sort.js``): ``family``,
+    ``llm`` (``yes``/``no``), ``encoder`` (its short name, ``none``), ``trust``, ``trained`` (``none``,
+    or ``trained`` and, when it overlaps the test side, ``|overlap``) and ``search`` (the text the
+    search box matches: label, retriever, family, encoder, LLM, training; lower case)."""
+    t = training(groups)
+    fam = method_family(groups)
+    trained = "none" if not t["text"] else "trained" + (TAG_SEPARATOR + "overlap" if t["flag"] else "")
+    retriever = groups[0].retriever if groups else ""
+    search = " ".join(x for x in (label, retriever, fam, encoder, llm, t["text"]) if x).lower()
+    return {"family": fam, "llm": "yes" if uses_llm(groups) else "no", "encoder": encoder or "none",
+            "trust": trust, "trained": trained, "search": search}

@@ -34,13 +34,16 @@
     tr.setAttribute("data-mark", mark);
     tr.appendChild(el("td", "num", rank));
     tr.appendChild(el("td", "mono", docid));
-    var td = el("td", "wrap"), d = docs.get(docid);
+    // one line per document: the text cut with an ellipsis, whole in its title and on hover
+    var td = el("td", "doc-text"), box = el("span", "clip"), d = docs.get(docid);
     if (d) {
-      if (d[0]) { td.appendChild(el("strong", null, d[0])); td.appendChild(document.createTextNode(" ")); }
-      td.appendChild(el("span", "snippet", d[1]));
+      if (d[0]) { box.appendChild(el("strong", null, d[0])); box.appendChild(document.createTextNode(" ")); }
+      box.appendChild(el("span", "snippet", d[1]));
+      box.title = (d[0] ? d[0] + " " : "") + d[1];
     } else {
-      td.appendChild(el("span", "empty", "text not stored"));
+      box.appendChild(el("span", "empty", "text not stored"));
     }
+    td.appendChild(box);
     tr.appendChild(td);
     tr.appendChild(el("td", "num", entry[1] === null ? "\u2013" : entry[1]));
     var tdm = el("td");
@@ -82,7 +85,9 @@
       var tbody = el("tbody");
       q.t.forEach(function (entry, i) { tbody.appendChild(docRow(q, entry, i + 1)); });
       table.appendChild(tbody);
-      a.appendChild(table);
+      var wrap = el("div", "table-wrap");  // a wide table scrolls in its own box, never the page
+      wrap.appendChild(table);
+      a.appendChild(wrap);
     } else {
       a.appendChild(el("p", "empty", q.r ? "Nothing retrieved." : "Not in the run (scored as an empty ranking)."));
     }
