@@ -11,7 +11,10 @@ Pages (``out_dir``):
   (:func:`harness.registry.suites`), plus ``other`` for stored benchmarks in none of them; rows
   are retriever configurations, columns the suite's headline measures averaged over the suite's
   benchmarks the row was run on, a ``benchmarks`` coverage count, and one column per benchmark
-  with the first headline measure. Links to every other page.
+  with the first headline measure (behind a toggle, so the ranking fits the window); a filter bar
+  and search box over the rows' ``data-*`` tags; the query-slice tables (``slices-<suite>-<N>``:
+  the methods stored on a slice only, ranked beside every method on the same queries). Links to
+  every other page.
 * ``bench/<slug>.html`` — one per benchmark: every stored measure (mean with the 95% bootstrap CI
   for one seed, ± the std over seeds for several), significance marks against the suite's
   comparator retriever (†) and against the best baseline (‡), per-category breakdowns,
