@@ -321,10 +321,37 @@ def test_settings_resolution():
         LLMSettings.resolve({"api_key": "sk-x"}, {})
     with pytest.raises(ValueError):
         LLMSettings(concurrency=0)
-    # the embedded one-slot server gets one request at a time and a long timeout
-    assert (LLMSettings().workers, LLMSettings().timeout) == (1, 600.0)
+    # the embedded batched server gets one request per slot and a long timeout; llama_cpp.server
+    # answers one at a time, so it gets one
+    assert (LLMSettings().workers, LLMSettings().timeout) == (8, 600.0)
+    assert LLMSettings(embedded_slots=3).workers == 3
+    assert LLMSettings(embedded_server="llama_cpp.server", embedded_slots=3).workers == 1
     assert (LLMSettings(base_url="http://x/v1").workers, LLMSettings(base_url="http://x/v1").timeout) == (4, 120.0)
+    assert LLMSettings(base_url="http://x/v1", embedded_slots=3).workers == 4
     assert LLMSettings(concurrency=2, timeout_s=5).workers == 2
+    assert LLMSettings.resolve({"embedded_server": "llama_cpp.server"}, {}).embedded_server == "llama_cpp.server"
+    with pytest.raises(ValueError, match="embedded_server must be one of batched, llama_cpp.server"):
+        LLMSettings(embedded_server="vllm")
+    with pytest.raises(ValueError, match="embedded_slots"):
+        LLMSettings(embedded_slots=0)
+
+
+def test_embedded_server_commands():
+    """The batched server by default, with the settings' slots, context and threads; llama_cpp.server
+    only when asked for."""
+    from harness.models.llm import EMBEDDED_MODEL, EmbeddedServer
+
+    srv = EmbeddedServer(LLMSettings(embedded_slots=5, embedded_ctx=2048, embedded_threads=3), model_path="/m.gguf",
+                         port=9999)
+    cmd = srv.command()
+    assert cmd[1:3] == ["-m", "harness.models.llm_batched"]
+    args = dict(zip(cmd[3::2], cmd[4::2]))
+    assert args == {"--model": "/m.gguf", "--alias": EMBEDDED_MODEL, "--chat_format": "gemma", "--slots": "5",
+                    "--n_ctx": "2048", "--threads": "3", "--host": "127.0.0.1", "--port": "9999"}
+    old = EmbeddedServer(LLMSettings(embedded_server="llama_cpp.server", embedded_ctx=2048, embedded_threads=3),
+                         model_path="/m.gguf", port=9999).command()
+    assert old[1:3] == ["-m", "llama_cpp.server"] and "--slots" not in old
+    assert dict(zip(old[3::2], old[4::2]))["--n_ctx"] == "2048"
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -21,20 +21,31 @@ llm_app = typer.Typer(help="The LLM behind hyde/deo: the embedded llama.cpp serv
 def llm_serve(
     port: int = typer.Option(8080, "--port", help="Port on 127.0.0.1."),
     model_path: Optional[Path] = typer.Option(None, "--model-path", help="A GGUF file (default: the packaged Gemma-3-270M)."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: all)."),
-    n_ctx: int = typer.Option(4096, "--n-ctx", help="Context window."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: half the cores)."),
+    n_ctx: int = typer.Option(4096, "--n-ctx", help="Context of one request (prompt + reply); the batched server "
+                              "keeps this much for each slot."),
+    slots: int = typer.Option(8, "--slots", help="Requests the batched server decodes at once."),
+    server: str = typer.Option("batched", "--server", metavar="batched|llama_cpp.server",
+                               help="The batched server (harness.models.llm_batched) or llama-cpp-python's own, "
+                               "which answers one request at a time."),
     home: HomeOpt = None,
 ) -> None:
     """Serve the embedded LLM (llama.cpp, Gemma-3-270M) until Ctrl-C; point runs at it with
-    --llm-base-url http://127.0.0.1:PORT/v1 to share one server between runs."""
-    from ..models.llm import EmbeddedServer, LLMSettings
+    --llm-base-url http://127.0.0.1:PORT/v1 to share one server between runs (give them
+    --llm-concurrency SLOTS to keep every slot busy)."""
+    from ..models.llm import EMBEDDED_MODEL, EmbeddedServer, LLMSettings
 
     if home is not None:
         os.environ["BEYONDSIM_HOME"] = str(home_dir(home))
-    srv = EmbeddedServer(LLMSettings(embedded_threads=threads, embedded_ctx=n_ctx), model_path=model_path, port=port)
+    try:
+        settings = LLMSettings(embedded_threads=threads, embedded_ctx=n_ctx, embedded_slots=slots, embedded_server=server)
+    except ValueError as e:
+        fail(str(e))
+    srv = EmbeddedServer(settings, model_path=model_path, port=port)
     url = srv.start()
-    console.print(f"serving {srv.model_path} at {url} (model name for --llm-model: "
-                  f"gemma-3-270m-q4_k_m); log: {srv.log_path}. Ctrl-C stops it.", highlight=False, soft_wrap=True)
+    what = f"{slots} slots" if server == "batched" else "llama_cpp.server, one request at a time"
+    console.print(f"serving {srv.model_path} at {url} ({what}; model name for --llm-model: "
+                  f"{EMBEDDED_MODEL}); log: {srv.log_path}. Ctrl-C stops it.", highlight=False, soft_wrap=True)
     try:
         while srv.proc is not None and srv.proc.poll() is None:
             time.sleep(1)

@@ -58,7 +58,8 @@ MaxUsdOpt = Annotated[Optional[float], typer.Option(
 MaxCallsOpt = Annotated[Optional[int], typer.Option(
     "--max-calls", help="Stop before LLM request number N+1 (cache hits are free).")]
 LlmConcurrencyOpt = Annotated[Optional[int], typer.Option(
-    "--llm-concurrency", help="Parallel LLM requests (default 4).")]
+    "--llm-concurrency", help="Parallel LLM requests (default: 4 to a server; to the embedded server, one per slot: "
+    "[llm] embedded_slots, 8).")]
 PricesOpt = Annotated[Optional[Path], prices_option()]
 
 # --ray: run the jobs on a Ray cluster (harness.run.distributed, imported only when it is given)

