@@ -27,6 +27,12 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # the tests of the bundle itself (test_reference, the demo) turn it back on with `with_reference`.
 os.environ.setdefault("BEYONDSIM_REFERENCE", "0")
 
+# The CLI's tables are fitted to COLUMNS (harness.cli.console.output_width). pytest-xdist's workers
+# inherit COLUMNS=80 from the terminal pytest reports to, which is not the width of what a test
+# reads: the CLI under test prints as to a pipe (PIPE_WIDTH) unless a test sets a width itself
+# (tests/test_terminal_tables.py).
+os.environ.pop("COLUMNS", None)
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
