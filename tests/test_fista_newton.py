@@ -141,3 +141,44 @@ def test_queries_handed_over_by_a_guard_pass_equal_the_full_corpus_minimiser(l1:
     assert float(kkt_residual(D, Q, sol.to_dense(), l1, l2).max()) < 2 * tol
     assert_same_solution(sol, solve_full(D, Q, l1, l2, tol=tol), atol=2e-4)
 
+
+
+@pytest.mark.parametrize("l1,l2", [(0.01, 0.1), (0.03, 1.0)])
+def test_queries_shared_among_threads_equal_the_one_thread_solve(l1: float, l2: float) -> None:
+    """With three threads the handed-over queries are solved side by side (each on one BLAS
+    thread); the answers are those of the one-thread solve: the same supports, coefficients and
+    ranking, the same certificates, and the same Newton counts."""
+    import threading
+
+    from retrievers.fista import newton as newton_mod
+
+    D, Q = clustered(1500, 16, 9, 4, per=30)
+    tol = 1e-6
+    used: set[int] = set()
+    minimise = newton_mod.minimise_on
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        used.add(threading.get_ident())
+        return minimise(*a, **k)
+
+    prev = torch.get_num_threads()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(newton_mod, "minimise_on", spy)
+    try:
+        torch.set_num_threads(1)
+        one = screened_solve(D, Q, l1, l2, tol=tol, newton_above=0)
+        assert len(used) == 1
+        used.clear()
+        torch.set_num_threads(3)
+        three = screened_solve(D, Q, l1, l2, tol=tol, newton_above=0)
+        assert len(used) > 1  # the queries went to more than one thread
+    finally:
+        mp.undo()
+        torch.set_num_threads(prev)
+    assert one.stats["newton_queries"] == three.stats["newton_queries"] == 9
+    for key in ("newton_steps", "newton_factorisations", "newton_by_pass", "newton_by_bound", "corpus_passes"):
+        assert one.stats[key] == three.stats[key], key
+    assert torch.equal(one.indices, three.indices)  # the same supports in the same (ranking) order
+    torch.testing.assert_close(one.values, three.values, atol=1e-6, rtol=0)
+    assert float(three.kkt(D, Q, l1, l2).max()) < 2 * tol
+    assert_same_solution(three, solve_full(D, Q, l1, l2, tol=tol), atol=2e-4)

@@ -79,3 +79,69 @@ def test_faiss_setting_survives_blocks_of_several_threads() -> None:
         t.join()
     assert seen == [0] * 6
     assert faiss.cvar.distance_compute_blas_threshold == old
+
+
+def _blas_counts() -> dict[str, int]:
+    from retrievers.fista.problem import thread_counts
+
+    return {k: v for k, v in thread_counts().items() if "openblas" in k}
+
+
+def test_a_solve_runs_every_pool_on_one_thread_and_restores_the_counts() -> None:
+    """Inside a solve on CPU torch's pool and every BLAS and OpenMP pool of the process run one
+    thread; a corpus-sized block (the dense top-P by faiss) gets the counts from before the solve;
+    afterwards, and after an error inside, every pool has its count back."""
+    from threadpoolctl import ThreadpoolController
+
+    from retrievers.fista import screened_solve
+    from retrievers.fista import newton as newton_mod
+    from retrievers.fista.problem import _all_threads, _one_thread, thread_counts
+
+    cpu = torch.device("cpu")
+    prev_torch = torch.get_num_threads()
+    with ThreadpoolController().limit(limits=3):
+        torch.set_num_threads(3)
+        try:
+            before = thread_counts()
+            assert set(before.values()) == {3} and len(before) >= 4  # torch, numpy's, scipy's and faiss's pools
+            with _one_thread(cpu):
+                assert set(thread_counts().values()) == {1}
+                with _all_threads(cpu):
+                    assert thread_counts() == before
+                assert set(thread_counts().values()) == {1}
+                with _one_thread(cpu):  # nested: changes nothing
+                    assert set(thread_counts().values()) == {1}
+            assert thread_counts() == before
+            with pytest.raises(RuntimeError), _one_thread(cpu):
+                raise RuntimeError("inside")
+            assert thread_counts() == before
+            with _all_threads(cpu):  # outside a solve: a no-op
+                assert thread_counts() == before
+
+            # a whole solve: the dense pass wide, the Newton half's solves on one BLAS thread
+            seen: dict[str, list[dict[str, int]]] = {"top": [], "newton": []}
+            knn, minimise = faiss.knn, newton_mod.minimise_on
+
+            def spy_knn(*a, **k):  # type: ignore[no-untyped-def]
+                seen["top"].append(thread_counts())
+                return knn(*a, **k)
+
+            def spy_minimise(*a, **k):  # type: ignore[no-untyped-def]
+                if not seen["newton"]:
+                    seen["newton"].append(_blas_counts())
+                return minimise(*a, **k)
+
+            D, Q = clustered(1500, 16, 6, 4, per=30)
+            mp = pytest.MonkeyPatch()
+            mp.setattr(faiss, "knn", spy_knn)
+            mp.setattr(newton_mod, "minimise_on", spy_minimise)
+            try:
+                sol = screened_solve(D, Q, 0.01, 0.1, tol=1e-6, newton_above=0)
+            finally:
+                mp.undo()
+            assert sol.stats["newton_queries"] == 6
+            assert seen["top"] == [before]
+            assert seen["newton"] and set(seen["newton"][0].values()) == {1}
+            assert thread_counts() == before
+        finally:
+            torch.set_num_threads(prev_torch)

@@ -4,15 +4,14 @@ and the public full-corpus solvers."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .problem import (_BIG, _SMALL_WORK, Solution, _cat_padded, _kkt_from_grad, _small_ops, _sparsify, as_tensor,
-                      lipschitz)
+from .problem import (_BIG, _SMALL_WORK, Solution, _all_threads, _cat_padded, _kkt_from_grad, _small_ops, _sparsify,
+                      as_tensor, lipschitz)
 
 class _FactorOp:
     """Full-corpus form: products with D (n × d)."""
@@ -271,7 +270,7 @@ def fista(D: Any, Q: Any, l1: float, l2: float, *, iters: int | None = None, tol
     if L is None:
         L = lipschitz(D, l2)
     small = Q.shape[0] * D.shape[0] * D.shape[1] < _SMALL_WORK
-    with _small_ops(D.device) if small else contextlib.nullcontext():
+    with _small_ops(D.device) if small else _all_threads(D.device):
         op = _FactorOp(D, Q, l1, l2, L)
         r = _fista_core(op, l1, l2, X0=None if X0 is None else as_tensor(X0, D.device), iters=iters, tol=tol,
                         max_iters=max_iters, check_every=check_every, polish=polish, polish_cap=polish_cap,

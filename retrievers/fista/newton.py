@@ -26,8 +26,12 @@ the pass, and thr is the band's last value). Then:
    restricted to W is minimised from the current r — ``rough`` Newton steps while violators are
    still joining, to ``‖∇f_W‖ ≤ tol/2`` once none is left. After a round only the members that
    could have come near λ1 are evaluated again (those within ``_REACH``·nrm·‖r − r_full‖ of it at
-   r_full, where all were last evaluated; the largest ``_LOOK``·max(grow, |S|) of them); the
-   growth ends on an evaluation of all of C at the final r, so this moves work, not the answer.
+   r_full, where all were last evaluated; the largest ``_LOOK``·max(grow, |S|) of them). When
+   none of them is left, the growth ends on an evaluation of every member that can be active at
+   the final r (those within nrm·‖r − r_full‖ of λ1 at r_full) if the bound of step 2 holds at r;
+   a violator found there resumes the growth. If the bound does not hold, the next pass
+   evaluates every document anyway, so the members are left to it: this moves work, not the
+   answer.
 2. **Bound.** ``thr + max‖D_j‖·‖r − r_o‖ ≤ λ1 + ε/2`` (Cauchy–Schwarz) proves that no document
    outside C is active at r: the query is done, x(r) over W is the answer.
 3. **Pass.** Otherwise a pass at r gives ``v = D r`` for every document and so the exact gradient
@@ -42,27 +46,40 @@ Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hes
 backtracking on f_W (f_W(r + tΔ) for any t from ``D_W r`` and ``D_W Δ``). The d × d matrix
 ``M = λ2 I + D_SᵀD_S`` (its upper triangle; float32, float64 when λ2 < 0.01) is updated by
 symmetric rank-k updates of the rows that enter or leave S (rebuilt when more change than S holds)
-and factorised in its own precision; while at most 16 rows have changed since the last
-factorisation the Newton system is solved by conjugate gradients on M preconditioned by the old
-factor. Products with the documents are float32 unless their error could reach a fifth of the
-tolerance (:func:`_float_floor`), or the gradient stops falling on a fixed active set; then
-float64.
+and factorised in its own precision (LAPACK's potrf; the systems by two triangular solves);
+while at most 16 rows have changed since the last factorisation the Newton system is solved by
+conjugate gradients on M preconditioned by the old factor. Products with the documents are
+float32 unless their error could reach a fifth of the tolerance (:func:`_float_floor`), or the
+gradient stops falling on a fixed active set; then float64 (the working set's rows are kept in
+both precisions as it grows).
+
+Threads: every step of a query is its own (its candidates, working sets, M and steps), and its
+kernels are small (d × d factorisations, products with a few hundred rows), so they run on one
+thread each (:func:`.problem._one_thread`) and, when the caller has T > 1 intra-op threads, T
+queries run side by side in a pool of T threads (:class:`_Workers`); only the passes use T
+threads for one product. The answers do not depend on T.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
 
 import numpy as np
-import scipy.linalg as sla
 import torch
 from scipy.linalg.blas import dsymv as _dsymv
 from scipy.linalg.blas import dsyrk as _dsyrk
+from scipy.linalg.blas import dtrsv as _dtrsv
+from scipy.linalg.blas import ssymv as _ssymv
 from scipy.linalg.blas import ssyrk as _ssyrk
+from scipy.linalg.blas import strsv as _strsv
+from scipy.linalg.lapack import dpotrf as _dpotrf
+from scipy.linalg.lapack import spotrf as _spotrf
 
-from .problem import _sparsify
+from .problem import _pools, _sparsify, _wide_count
 
 _F32 = np.float32
 
@@ -81,6 +98,14 @@ class NewtonStats:
     by_bound: int = 0  # queries certified by the bound after a working-set solve
     evaluated: int = 0  # candidate rows evaluated (D_j·r) while working sets grow
     working_sets: list[int] = field(default_factory=list)
+
+    def add(self, other: "NewtonStats") -> None:
+        """Add another's counts (and working sets) to these."""
+        for f in fields(self):
+            if f.name == "working_sets":
+                self.working_sets.extend(other.working_sets)
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class _Hessian:
@@ -148,24 +173,33 @@ class _Hessian:
         self.stale = self.d + 1  # forces a factorisation
 
     def times(self, z: np.ndarray) -> np.ndarray:
-        """M z (float64)."""
-        return _dsymv(1.0, self.M.astype(np.float64, copy=False), z)
+        """M z (float64; the product in M's precision)."""
+        if self.M.dtype == _F32:
+            return _ssymv(1.0, self.M, z.astype(_F32)).astype(np.float64)
+        return _dsymv(1.0, self.M, z)
 
     def _factorise(self) -> None:
+        """The upper Cholesky factor U of M (M = UᵀU) by LAPACK's potrf on a copy of M."""
         self.stats.factorisations += 1
         self.stale = 0
         if self.single:
-            try:
-                self.factor = sla.cho_factor(self.M, lower=False, check_finite=False)
+            c, info = _spotrf(self.M, lower=0, clean=0)
+            if info == 0:
+                self.factor = c
                 return
-            except np.linalg.LinAlgError:  # from here in float64 (a failure there: the caller rebuilds M)
-                self.single = False
-                self.M = self.M.astype(np.float64)
-        self.factor = sla.cho_factor(self.M, lower=False, check_finite=False)
+            self.single = False  # from here in float64 (a failure there: the caller rebuilds M)
+            self.M = self.M.astype(np.float64, order="F")
+        c, info = _dpotrf(self.M, lower=0, clean=0)
+        if info != 0:
+            raise np.linalg.LinAlgError("M is not positive definite")
+        self.factor = c
 
     def _apply(self, g: np.ndarray) -> np.ndarray:
-        dt = self.factor[0].dtype
-        return sla.cho_solve(self.factor, g.astype(dt), check_finite=False).astype(np.float64)
+        """``(UᵀU)⁻¹ g`` by two triangular solves (float64 result)."""
+        c = self.factor
+        trsv = _strsv if c.dtype == _F32 else _dtrsv
+        y = trsv(c, g.astype(c.dtype), trans=1)
+        return trsv(c, y, trans=0, overwrite_x=1).astype(np.float64)
 
     def solve(self, g: np.ndarray, cg_above: int = 16, rtol: float = 5e-2) -> np.ndarray:
         """``M⁻¹ g``, approximately: by the last factor when M has not changed since, by conjugate
@@ -206,30 +240,36 @@ def _float_floor(w: int, r_norm: float, l2: float) -> float:
 
 
 def minimise_on(DW: np.ndarray, q: np.ndarray, r: np.ndarray, l1: float, l2: float, gtol: float,
-                S: np.ndarray, H: _Hessian, max_steps: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndarray, float,
-                                                                          np.ndarray, bool]:
+                S: np.ndarray, H: _Hessian, max_steps: int = 60,
+                DW64: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, bool]:
     """Semi-smooth Newton on ``f_W`` (module docstring) from ``r`` until ``‖∇f_W‖ ≤ gtol``, or
     ``max_steps`` steps.
 
     ``DW`` (w × d, float32) are the working set's rows; ``S`` (w, bool) marks the rows that ``H.M``
     holds. The products with DW are float32 unless that float error could reach a fifth of
     ``gtol`` (:func:`_float_floor`), or the gradient stops falling on a fixed active set; then
-    float64. Returns (r, the active mask at r, ``a = D_W r − λ1``, ‖∇f_W(r)‖, the rows ``H.M``
-    holds now, whether ‖∇f_W(r)‖ ≤ gtol)."""
+    float64 (``DW64``: those rows in float64, when the caller keeps them). Returns (r, the active
+    mask at r, ``a = D_W r − λ1``, ‖∇f_W(r)‖, the rows ``H.M`` holds now, whether
+    ‖∇f_W(r)‖ ≤ gtol)."""
     Dp = DW
     if _float_floor(len(DW), math.sqrt(float(r @ r)), l2) > 0.2 * gtol:
-        Dp = DW.astype(np.float64)
+        Dp = DW64 if DW64 is not None else DW.astype(np.float64)
     last, still = math.inf, False
+    a_next = None  # D_W r − λ1 at the new r, from the line search (float64 products only)
     for step in range(max_steps + 1):
-        a = (Dp @ r.astype(Dp.dtype)).astype(np.float64) - l1
+        if a_next is not None and Dp.dtype == np.float64:
+            a = a_next
+        else:
+            a = (Dp @ r.astype(Dp.dtype, copy=False)).astype(np.float64, copy=False) - l1
         act = a > 0
         a_act = np.where(act, a, 0.0)
-        g = r - q + (Dp.T @ a_act.astype(Dp.dtype)).astype(np.float64) / l2
+        g = r - q + (Dp.T @ a_act.astype(Dp.dtype, copy=False)).astype(np.float64, copy=False) / l2
         gn = math.sqrt(float(g @ g))
         if gn <= gtol or step == max_steps:
             return r, act, a, gn, S, gn <= gtol
         if still and gn > 0.5 * last and Dp.dtype == _F32:  # float32's floor: exact products from here
-            Dp = DW.astype(np.float64)
+            Dp = DW64 if DW64 is not None else DW.astype(np.float64)
+            a_next = None
             continue
         enter, leave = act & ~S, S & ~act
         ne, nl = int(enter.sum()), int(leave.sum())
@@ -245,17 +285,20 @@ def minimise_on(DW: np.ndarray, q: np.ndarray, r: np.ndarray, l1: float, l2: flo
             H.single = False
             H.rebuild(DW[act])
             delta = -l2 * H.solve(g)
-        c = (Dp @ delta.astype(Dp.dtype)).astype(np.float64)
+        c = (Dp @ delta.astype(Dp.dtype, copy=False)).astype(np.float64, copy=False)
         e = r - q
         f0 = 0.5 * float(e @ e) + float(a_act @ a_act) / (2 * l2)
         slope = float(g @ delta)
         t = 1.0
         while t > 1e-10:
             et = e + t * delta
-            at = np.maximum(a + t * c, 0.0)
+            a_next = a + t * c
+            at = np.maximum(a_next, 0.0)
             if 0.5 * float(et @ et) + float(at @ at) / (2 * l2) <= f0 + 1e-4 * t * slope:
                 break
             t *= 0.5
+        else:
+            a_next = None
         r = r + t * delta
         H.stats.newton += 1
     raise AssertionError("unreachable")
@@ -307,61 +350,121 @@ class _Rows:
 
 
 # members of the candidates below λ1 by more than this share of nrm·‖r − r_full‖ (r_full: where
-# all of them were last evaluated) are not evaluated again while the working set grows; a full
-# evaluation ends the growth, so this only moves work, never the answer
+# all of them were last evaluated) are not evaluated again while the working set grows; the
+# growth ends on an evaluation of every member that can be active (or on a pass), so this only
+# moves work, never the answer
 _REACH = 0.1
 # and at most this many times max(grow, |S|) of them, the largest by their last values
 _LOOK = 8
 
 
-def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: float, l2: float, *, tol: float,
-                  gtol: float, nrm: float, corpus: Any, max_rounds: int, grow: int, widen: float, band_max: int,
-                  rough: int, stats: NewtonStats, guards: torch.Tensor, fired: torch.Tensor) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-                                                                     list[int]]:
-    """Steps 1–4 of the module docstring for the handed-over ``queries``. Returns the finished
-    pieces (query rows, indices, values) and the rows left for the full-corpus fallback."""
-    Dn = D.numpy()
-    n, d = Dn.shape
-    inner = 0.5 * tol / max(nrm, 1e-30)  # ‖∇f‖ goal: its KKT share is tol/2
-    ok = l1 + 0.5 * gtol  # the bound's goal off the candidates
-    Q64 = Q.numpy().astype(np.float64)
-    stats.queries += len(queries)
-    stats.from_guard += sum(1 for h in queries if len(h.band))
-    done: list[tuple[int, np.ndarray, np.ndarray]] = []
-    ws = _Rows(Dn)
-    spare: list[np.ndarray] = []
-    mark = np.zeros(n, dtype=bool)
+class _Worker:
+    """What one thread of the Newton half works with: its row buffers, its membership marks, the
+    matrices of finished queries to reuse, and its own counts (added to the caller's at the end)."""
 
-    def member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def __init__(self, Dn: np.ndarray):
+        self.ws = _Rows(Dn)
+        self.mark = np.zeros(Dn.shape[0], dtype=bool)
+        self.spare: list[np.ndarray] = []
+        self.stats = NewtonStats()
+
+    def member(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Which entries of ``a`` are in ``b`` (document indices)."""
-        mark[b] = True
-        out = mark[a]
-        mark[b] = False
+        self.mark[b] = True
+        out = self.mark[a]
+        self.mark[b] = False
         return out
 
-    def evaluate(DC: np.ndarray, r: np.ndarray) -> np.ndarray:
-        stats.evaluated += len(DC)
-        return (DC @ r.astype(_F32)).astype(np.float64) - l1
+    def adopt(self, H: _Hessian) -> _Hessian:
+        """H (from a query another worker started) counted and recycled by this worker."""
+        H.stats, H.spare = self.stats, self.spare
+        return H
 
-    def grown(i: int, DC: np.ndarray, e: np.ndarray, r: np.ndarray, S: np.ndarray,
-              H: _Hessian | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Hessian] | None:
+
+class _Workers:
+    """The threads the Newton half's queries are shared among. Each query's work is its own (its
+    candidates, working sets, matrix M and steps: single-threaded BLAS calls, see
+    :func:`.problem._one_thread`), so with T threads (the caller's intra-op count) T queries run
+    side by side; the answers are the same for every T. One thread: all in the calling one."""
+
+    def __init__(self, Dn: np.ndarray, threads: int):
+        self.Dn = Dn
+        self.local = threading.local()
+        self.made: list[_Worker] = []
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+
+    def get(self) -> _Worker:
+        wk = getattr(self.local, "worker", None)
+        if wk is None:
+            if self.pool is not None:  # a thread of the pool: its OpenMP pools on one thread too
+                _pools().limit(limits=1, user_api="openmp")
+            wk = self.local.worker = _Worker(self.Dn)
+            with self.lock:
+                self.made.append(wk)
+        return wk
+
+    def map(self, fn: Callable[[Any, _Worker], Any], items: list[Any]) -> list[Any]:
+        """``fn(item, worker)`` for every item, in the items' order."""
+        if self.pool is None or len(items) < 2:
+            return [fn(x, self.get()) for x in items]
+        return list(self.pool.map(lambda x: fn(x, self.get()), items))
+
+    def close(self, stats: NewtonStats) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+        for wk in self.made:
+            stats.add(wk.stats)
+
+
+_Done = tuple[int, np.ndarray, np.ndarray]  # (query row, documents, coefficients)
+# (query row, r, the documents H holds, H, the candidates it was last solved on)
+_Pending = tuple[int, np.ndarray, np.ndarray, _Hessian, np.ndarray]
+
+
+class _Solver:
+    """Steps 1–3 of the module docstring for one query at a time (read-only state shared by the
+    workers)."""
+
+    def __init__(self, Dn: np.ndarray, Q64: np.ndarray, l1: float, l2: float, *, inner: float, ok: float,
+                 nrm: float, grow: int, widen: float, band_max: int, rough: int):
+        self.Dn, self.Q64, self.l1, self.l2 = Dn, Q64, l1, l2
+        self.inner, self.ok, self.nrm = inner, ok, nrm
+        self.grow, self.widen, self.band_max, self.rough = grow, widen, band_max, rough
+
+    def evaluate(self, wk: _Worker, DC: np.ndarray, r: np.ndarray) -> np.ndarray:
+        wk.stats.evaluated += len(DC)
+        return (DC @ r.astype(_F32)).astype(np.float64) - self.l1
+
+    def grown(self, wk: _Worker, i: int, DC: np.ndarray, e: np.ndarray, r: np.ndarray, S: np.ndarray,
+              H: _Hessian | None, certifiable: Callable[[np.ndarray], bool]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Hessian, bool] | None:
         """f minimised over the candidates (their rows ``DC``, by and large value first; ``e = DC r
         − λ1``; ``S`` marks the members that H holds) from r: the working set grows from S by the
         violators among them, largest first, at most max(grow, |S|) a round, until none is left.
         While it grows, only the members that could have come within ``_REACH``·nrm·‖r − r_full‖
-        of λ1 are evaluated again; it ends on an evaluation of all of them. Returns (r', the
-        members active at r' (positions in DC), their ``D_j·r' − λ1``, the members H holds, H), or
-        None when a solve does not converge."""
+        of λ1 are evaluated again. At its end, when ``certifiable(r)`` (the bound off the
+        candidates could certify r), every member that can be active at r (those within
+        nrm·‖r − r_full‖ of λ1 at r_full, by Cauchy–Schwarz) is evaluated, and any violator found
+        resumes the growth; otherwise the query's next pass evaluates them all. Returns (r', the
+        members active at r' (positions in DC), their ``D_j·r' − λ1``, the members H holds, H,
+        whether no member outside the working set is active at r'), or None when a solve does not
+        converge."""
+        l1, l2, nrm, grow, st = self.l1, self.l2, self.nrm, self.grow, wk.stats
+        d = DC.shape[1]
         if H is None:
-            H = _Hessian(d, l2, stats, spare)
+            H = _Hessian(d, l2, st, wk.spare)
             H.rebuild(DC[S])
         inW = S.copy()
-        # the working set's rows as a growing block (members in the order they joined)
+        # the working set's rows as a growing block (members in the order they joined), and in float64
         order = np.flatnonzero(S)
-        block = ws.space("W", len(DC))
+        block = wk.ws.space("W", len(DC))
+        block64 = wk.ws.space("W", len(DC), dtype=np.float64)
         block[:len(order)] = DC[order]
+        block64[:len(order)] = block[:len(order)]
         e_full, r_full, fresh = e, r, True  # all members' values at r_full; fresh: e is e_full
         first, conv = True, False
+        act = a = np.zeros(0)
         while True:
             if not first:
                 reach = _REACH * nrm * math.sqrt(float((r - r_full) @ (r - r_full)))
@@ -370,124 +473,183 @@ def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: 
                 if len(live) > m:  # the largest by their last values
                     live = np.sort(live[np.argpartition(-e_full[live], m - 1)[:m]])
                 if 2 * len(live) >= len(DC):
-                    e = e_full = evaluate(DC, r)
+                    e = e_full = self.evaluate(wk, DC, r)
                     r_full, fresh = r, True
                 else:
                     e = np.full(len(DC), -np.inf)
                     p = int(live[-1]) + 1 if len(live) else 0
                     if p <= 2 * len(live):  # by and large a prefix: read it in place
-                        e[:p] = evaluate(DC[:p], r)
+                        e[:p] = self.evaluate(wk, DC[:p], r)
                     else:
-                        e[live] = evaluate(DC[live], r)
+                        e[live] = self.evaluate(wk, DC[live], r)
                     fresh = False
             viol = np.flatnonzero((e > 0) & ~inW)
             if len(viol) == 0 and conv:
-                if not fresh:  # the end of the growth: every member at r
-                    e = e_full = evaluate(DC, r)
+                if fresh:
+                    return r, order[act], a[act], S, H, True
+                if not certifiable(r):
+                    return r, order[act], a[act], S, H, False
+                # the end of the growth: every member that can be active at r (Cauchy–Schwarz from r_full)
+                reach = nrm * math.sqrt(float((r - r_full) @ (r - r_full))) * (1 + 1e-6) + 1e-12
+                need = np.flatnonzero((e_full > -reach) & ~inW)
+                if 2 * len(need) >= len(DC):
+                    e = e_full = self.evaluate(wk, DC, r)
                     r_full, fresh = r, True
-                    viol = np.flatnonzero((e > 0) & ~inW)
+                else:
+                    e = np.full(len(DC), -np.inf)
+                    e[need] = self.evaluate(wk, DC[need], r)
+                viol = np.flatnonzero((e > 0) & ~inW)
                 if len(viol) == 0:
-                    return r, order[act], a[act], S, H
+                    return r, order[act], a[act], S, H, True
             k = max(grow, int(S.sum()))
             if len(viol) > k:
                 viol = viol[np.argpartition(-e[viol], k - 1)[:k]]
             inW[viol] = True
-            block[len(order):len(order) + len(viol)] = DC[viol]
+            w0, w1 = len(order), len(order) + len(viol)
+            block[w0:w1] = DC[viol]
+            block64[w0:w1] = block[w0:w1]
             order = np.concatenate([order, viol])
-            stats.working_sets.append(len(order))
+            st.working_sets.append(len(order))
             # while violators are being added a round takes a few steps; the last one converges
-            r, act, a, _, Sw, conv = minimise_on(block[:len(order)], Q64[i], r, l1, l2, inner, S[order], H,
-                                                 max_steps=rough if len(viol) else 60)
+            r, act, a, _, Sw, conv = minimise_on(block[:w1], self.Q64[i], r, l1, l2, self.inner, S[order], H,
+                                                 max_steps=self.rough if len(viol) else 60, DW64=block64[:w1])
             if not conv and not len(viol):
                 return None
             S = np.zeros(len(DC), dtype=bool)
             S[order[Sw]] = True
             first = False
 
-    pend: list[tuple[int, np.ndarray, np.ndarray, _Hessian]] = []
-    for h in queries:  # first on the documents each query was solving on, certified by its own bound
+    def first(self, h: HandOff, wk: _Worker) -> tuple[str, Any]:
+        """A handed-over query on the documents it was solving on (and the guard's band), certified
+        by its own bound when that suffices: ("done", _Done), ("pend", _Pending) or ("fail", row)."""
         C = np.union1d(h.W, h.held)
-        DC = ws.take("C", C)
-        e = evaluate(DC, h.r)
+        DC = wk.ws.take("C", C)
+        e = self.evaluate(wk, DC, h.r)
         if len(h.band):  # the guard's band, value descending, after the documents it was solving on
             C = np.concatenate([C, h.band])
-            DC = ws.take("C", h.band, len(DC))
+            DC = wk.ws.take("C", h.band, len(DC))
             e = np.concatenate([e, h.e])
         elif len(C) > 64:  # value descending (the growth evaluates a prefix)
             o = np.argsort(-e)
             C, e = C[o], e[o]
-            DC = np.take(DC, o, axis=0, out=ws.space("T", len(C))[:len(C)], mode="clip")
-        out = grown(h.row, DC, e, h.r, member(C, h.held), None)
+            DC = np.take(DC, o, axis=0, out=wk.ws.space("T", len(C))[:len(C)], mode="clip")
+        nrm, ok = self.nrm, self.ok
+
+        def bound(r: np.ndarray) -> bool:
+            moved = h.ro - r
+            return h.thr + nrm * math.sqrt(float(moved @ moved)) <= ok
+
+        out = self.grown(wk, h.row, DC, e, h.r, wk.member(C, h.held), None, bound)
         if out is None:
-            continue  # left for the fallback
-        r, act, a, S, H = out
-        moved = h.ro - r
-        if h.thr + nrm * math.sqrt(float(moved @ moved)) <= ok:
-            stats.by_bound += 1
-            done.append((h.row, C[act], a / l2))
-            spare.append(H.M)
+            return "fail", h.row  # left for the fallback
+        r, act, a, S, H, full = out
+        if full and bound(r):
+            wk.stats.by_bound += 1
+            wk.spare.append(H.M)
+            return "done", (h.row, C[act], a / self.l2)
+        return "pend", (h.row, r, C[S], H, C)
+
+    def after_pass(self, item: tuple[_Pending, np.ndarray], wk: _Worker) -> tuple[str, Any, bool]:
+        """A pending query after a pass at its r (``v = D r``, every document): certified by the
+        exact gradient, else solved on the documents near λ1 and certified by the pass's bound, else
+        pending for the next pass. The third value: whether the pass found active documents
+        outside the candidates the query was last solved on."""
+        (i, r, held, H, cand), v = item
+        H = wk.adopt(H)
+        l1, l2, nrm, ok, n = self.l1, self.l2, self.nrm, self.ok, len(v)
+        act = np.flatnonzero(v > l1)
+        Da = wk.ws.take("C", act)  # the first rows of the candidates'
+        if _float_floor(len(act), math.sqrt(float(r @ r)), l2) > 0.2 * self.inner:  # exact products
+            Da64 = wk.ws.space("C", len(act), dtype=np.float64)[:len(act)]
+            np.copyto(Da64, Da)
+            a_act = Da64 @ r - l1
+            on = a_act > 0
+            g = r - self.Q64[i] + Da64.T @ np.where(on, a_act, 0.0) / l2
+            fin, fin_a = act[on], a_act[on]
         else:
-            pend.append((h.row, r, C[S], H))
-    # then passes: the exact gradient over the corpus certifies; else the candidates are the
-    # documents within widen·‖∇f‖ of λ1 (and those H holds), and the pass's bound may certify
-    for _ in range(max_rounds):
-        if not pend:
-            break
-        nxt: list[tuple[int, np.ndarray, np.ndarray, _Hessian]] = []
-        for s in range(0, len(pend), corpus.chunk):
-            part = pend[s:s + corpus.chunk]
-            V = corpus.product(torch.from_numpy(np.stack([p[1] for p in part]).astype(_F32))).numpy()
-            first = {p[0] for p in part if int(guards[p[0]]) == 0}
-            guards[[p[0] for p in part]] += 1
-            for k, (i, r, held, H) in enumerate(part):
-                v = V[k]
-                act = np.flatnonzero(v > l1)
-                Da = ws.take("C", act)  # the first rows of the candidates'
-                if _float_floor(len(act), math.sqrt(float(r @ r)), l2) > 0.2 * inner:  # exact products
-                    Da64 = ws.space("C", len(act), dtype=np.float64)[:len(act)]
-                    np.copyto(Da64, Da)
-                    a_act = Da64 @ r - l1
-                    on = a_act > 0
-                    g = r - Q64[i] + Da64.T @ np.where(on, a_act, 0.0) / l2
-                    fin, fin_a = act[on], a_act[on]
-                else:
-                    a_act = v[act].astype(np.float64) - l1
-                    g = r - Q64[i] + (Da.T @ a_act.astype(_F32)).astype(np.float64) / l2
-                    fin, fin_a = act, a_act
-                gn = math.sqrt(float(g @ g))
-                if i in first and not member(act, held).all():
-                    fired[i] = True  # the query's first pass found documents outside its support
-                if gn <= inner:
-                    stats.by_pass += 1
-                    done.append((i, fin, fin_a / l2))
-                    spare.append(H.M)
-                    continue
-                # candidates: the actives, then the documents within widen·‖∇f‖ below λ1 (at most
-                # band_max, value descending), then the rest of the support
-                extra = np.flatnonzero((v > l1 - widen * gn) & (v <= l1))
-                if len(extra) > band_max:
-                    extra = extra[np.argpartition(-v[extra], band_max - 1)[:band_max]]
-                extra = extra[np.argsort(-v[extra])]
-                seen = np.concatenate([act, extra])
-                rest = held[~member(held, seen)]
-                C = np.concatenate([seen, rest])
-                ws.take("C", extra, len(act))
-                DC = ws.take("C", rest, len(seen))
-                out = grown(i, DC, v[C].astype(np.float64) - l1, r, member(C, held), H)
-                if out is None:
-                    continue
-                r2, actC, a, S, H = out
-                off = v.copy()
-                off[C] = -np.inf
-                edge = float(off.max()) if len(C) < n else -math.inf
-                moved = r2 - r
-                if edge + nrm * math.sqrt(float(moved @ moved)) <= ok:
-                    stats.by_bound += 1
-                    done.append((i, C[actC], a / l2))
-                    spare.append(H.M)
-                else:
-                    nxt.append((i, r2, C[S], H))
-        pend = nxt
+            a_act = v[act].astype(np.float64) - l1
+            g = r - self.Q64[i] + (Da.T @ a_act.astype(_F32)).astype(np.float64) / l2
+            fin, fin_a = act, a_act
+        gn = math.sqrt(float(g @ g))
+        outside = not bool(wk.member(act, cand).all())
+        if gn <= self.inner:
+            wk.stats.by_pass += 1
+            wk.spare.append(H.M)
+            return "done", (i, fin, fin_a / l2), outside
+        # candidates: the actives, then the documents within widen·‖∇f‖ below λ1 (at most
+        # band_max, value descending), then the rest of the support
+        extra = np.flatnonzero((v > l1 - self.widen * gn) & (v <= l1))
+        if len(extra) > self.band_max:
+            extra = extra[np.argpartition(-v[extra], self.band_max - 1)[:self.band_max]]
+        extra = extra[np.argsort(-v[extra])]
+        seen = np.concatenate([act, extra])
+        rest = held[~wk.member(held, seen)]
+        C = np.concatenate([seen, rest])
+        wk.ws.take("C", extra, len(act))
+        DC = wk.ws.take("C", rest, len(seen))
+        off = v.copy()
+        off[C] = -np.inf
+        edge = float(off.max()) if len(C) < n else -math.inf
+
+        def bound(r2: np.ndarray) -> bool:
+            moved = r2 - r
+            return edge + nrm * math.sqrt(float(moved @ moved)) <= ok
+
+        out = self.grown(wk, i, DC, v[C].astype(np.float64) - l1, r, wk.member(C, held), H, bound)
+        if out is None:
+            return "fail", i, outside
+        r2, actC, a, S, H, full = out
+        if full and bound(r2):
+            wk.stats.by_bound += 1
+            wk.spare.append(H.M)
+            return "done", (i, C[actC], a / l2), outside
+        return "pend", (i, r2, C[S], H, C), outside
+
+
+def newton_rounds(D: torch.Tensor, Q: torch.Tensor, queries: list[HandOff], l1: float, l2: float, *, tol: float,
+                  gtol: float, nrm: float, corpus: Any, max_rounds: int, grow: int, widen: float, band_max: int,
+                  rough: int, stats: NewtonStats, guards: torch.Tensor,
+                  fired: torch.Tensor) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], list[int]]:
+    """Steps 1–3 of the module docstring for the handed-over ``queries``, shared among the
+    caller's threads (:class:`_Workers`). Returns the finished pieces (query rows, indices,
+    values) and the rows left for the full-corpus fallback."""
+    Dn = D.numpy()
+    sv = _Solver(Dn, Q.numpy().astype(np.float64), l1, l2, inner=0.5 * tol / max(nrm, 1e-30),  # ‖∇f‖ goal: tol/2
+                 ok=l1 + 0.5 * gtol, nrm=nrm, grow=grow, widen=widen, band_max=band_max, rough=rough)
+    stats.queries += len(queries)
+    stats.from_guard += sum(1 for h in queries if len(h.band))
+    done: list[_Done] = []
+    workers = _Workers(Dn, min(_wide_count(D.device), max(len(queries), 1)))
+    try:
+        pend: list[_Pending] = []
+        for kind, out in workers.map(sv.first, queries):
+            if kind == "done":
+                done.append(out)
+            elif kind == "pend":
+                pend.append(out)
+        # then passes: the exact gradient over the corpus certifies; else the candidates are the
+        # documents within widen·‖∇f‖ of λ1 (and those H holds), and the pass's bound may certify
+        for _ in range(max_rounds):
+            if not pend:
+                break
+            nxt: list[_Pending] = []
+            for s in range(0, len(pend), corpus.chunk):
+                part = pend[s:s + corpus.chunk]
+                V = corpus.product(torch.from_numpy(np.stack([p[1] for p in part]).astype(_F32))).numpy()
+                rows = [p[0] for p in part]
+                first = [int(guards[i]) == 0 for i in rows]
+                guards[rows] += 1
+                results = workers.map(sv.after_pass, [(p, V[k]) for k, p in enumerate(part)])
+                for k, (kind, out, outside) in enumerate(results):
+                    if first[k] and outside:
+                        fired[rows[k]] = True  # the query's first pass found documents outside its support
+                    if kind == "done":
+                        done.append(out)
+                    elif kind == "pend":
+                        nxt.append(out)
+            pend = nxt
+    finally:
+        workers.close(stats)
     failed = sorted({h.row for h in queries} - {t[0] for t in done})
     if not done:
         return [], failed

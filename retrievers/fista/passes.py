@@ -3,6 +3,7 @@ and the guard pass over the residuals, chunk by chunk into one reused buffer."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .problem import _SMALL_WORK, _cpu_threads
+from .problem import _SMALL_WORK, _all_threads
 
 def _topk_rows(V: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-``K`` (values, indices) of every row of ``V`` (b × n, unit column stride), value
@@ -71,8 +72,11 @@ class _Corpus:
     the residuals), written chunk by chunk into one reused buffer: fresh multi-megabyte
     allocations are page-faulted in on every use, which costs as much as the product on CPU.
 
-    On CPU the products go through numpy's BLAS (``"numpy"``) or torch's (``"torch"``); the
-    reductions after them run single-threaded (see :func:`_small_ops`). The dense top-P on CPU
+    On CPU the products go through numpy's BLAS (``"numpy"``) or torch's (``"torch"``); inside a
+    solve (:func:`.problem._one_thread`) the products of at least ``_SMALL_WORK`` multiply-adds a
+    chunk and the dense top-P run with the threads the pools had before it
+    (:func:`.problem._all_threads`), everything else (the reductions over the products' rows
+    included: they are bound by memory, not arithmetic) on one. The dense top-P on CPU
     is faiss's exhaustive inner-product search when ``cpu_topk == "faiss"``, on its BLAS path
     (:func:`faiss_blas`; its blocked product and heap beat a full product plus a top-k: the top-100
     of 200 queries × 100k documents on one thread 0.88 against 1.3 ms a query), else the product
@@ -85,9 +89,8 @@ class _Corpus:
             raise ValueError(f"cpu_topk must be 'faiss' or 'blas', got {cpu_topk!r}")
         self.D, self.chunk = D, chunk
         n, d = D.shape
-        big = chunk * n * d >= _SMALL_WORK
-        self.nthreads = torch.get_num_threads() if big else 1
-        self.Dnp = D.numpy() if D.device.type == "cpu" and cpu_blas == "numpy" and big else None
+        self.big = chunk * n * d >= _SMALL_WORK
+        self.Dnp = D.numpy() if D.device.type == "cpu" and cpu_blas == "numpy" and self.big else None
         self.faiss = D.device.type == "cpu" and cpu_topk == "faiss"
         self.buf: torch.Tensor | None = None
         self.rows = 0  # query rows multiplied with the corpus (both kinds of pass)
@@ -99,11 +102,15 @@ class _Corpus:
             self.buf = torch.empty(self.chunk, n, device=self.D.device)
         out = self.buf[:A.shape[0]]
         self.rows += A.shape[0]
-        if self.Dnp is not None:
-            np.matmul(A.contiguous().numpy(), self.Dnp.T, out=out.numpy())
-            return out
-        with _cpu_threads(self.D.device, self.nthreads):
+        with self.wide():
+            if self.Dnp is not None:
+                np.matmul(A.contiguous().numpy(), self.Dnp.T, out=out.numpy())
+                return out
             return torch.mm(A, self.D.T, out=out)
+
+    def wide(self) -> contextlib.AbstractContextManager:
+        """The threads of a corpus-sized block (see the class docstring)."""
+        return _all_threads(self.D.device) if self.big or self.faiss else contextlib.nullcontext()
 
     def top(self, Q: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Dense top-K (scores, indices) of each query, score descending."""
@@ -111,7 +118,7 @@ class _Corpus:
             import faiss
 
             self.rows += Q.shape[0]
-            with faiss_blas(Q.shape[0]):
+            with faiss_blas(Q.shape[0]), self.wide():
                 v, i = faiss.knn(np.ascontiguousarray(Q.numpy()), self.D.numpy(), min(K, self.D.shape[0]),
                                  metric=faiss.METRIC_INNER_PRODUCT)
             return torch.from_numpy(v), torch.from_numpy(i)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -55,6 +56,79 @@ def _cpu_threads(device: torch.device, n: int):
         yield
     finally:
         torch.set_num_threads(prev)
+
+
+# the pools of the process (threadpoolctl's controller), found on first use
+_POOLS: Any = None
+# per Python thread: the thread counts saved by the outermost :func:`_one_thread` block, or None
+_SAVED = threading.local()
+
+
+def _pools() -> Any:
+    """threadpoolctl's controller of the BLAS and OpenMP pools loaded in the process (numpy's and
+    scipy's OpenBLAS, faiss's OpenBLAS and OpenMP, torch's OpenMP), built once: faiss and scipy's
+    LAPACK are loaded first so their pools are among them."""
+    global _POOLS
+    if _POOLS is None:
+        import faiss  # noqa: F401
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import ThreadpoolController
+
+        _POOLS = ThreadpoolController()
+    return _POOLS
+
+
+def thread_counts() -> dict[str, int]:
+    """The thread count of every pool the solver uses, by library file (and ``"torch"``: torch's
+    intra-op count)."""
+    out = {lib["filepath"]: int(lib["num_threads"]) for lib in _pools().info() if lib["num_threads"]}
+    out["torch"] = torch.get_num_threads()
+    return out
+
+
+@contextlib.contextmanager
+def _one_thread(device: torch.device) -> Iterator[None]:
+    """Run a solve with every pool at one thread on CPU: torch's intra-op pool and each BLAS and
+    OpenMP pool of the process (:func:`_pools`). The solve's kernels are small (d × d
+    factorisations, products with a few hundred rows) and come from three libraries (torch,
+    numpy, scipy) with pools of their own; with two or more threads each small call waits for its
+    workers, and the workers of one pool, which spin a while after each call, take the cores
+    another pool's call is waiting for (measured on 2 cores: 8 s with one thread, 21 s with two).
+    The corpus-sized products run inside :func:`_all_threads` with the counts the pools had on
+    entry; on leaving, every pool gets its count back. A block nested in another, or off CPU,
+    changes nothing."""
+    if device.type != "cpu" or getattr(_SAVED, "counts", None) is not None:
+        yield
+        return
+    ctl = _pools()
+    saved = {lib["filepath"]: int(lib["num_threads"]) for lib in ctl.info() if lib["num_threads"]}
+    _SAVED.counts = (saved, torch.get_num_threads())
+    try:
+        with ctl.limit(limits=1), _cpu_threads(device, 1):
+            yield
+    finally:
+        _SAVED.counts = None
+
+
+@contextlib.contextmanager
+def _all_threads(device: torch.device) -> Iterator[None]:
+    """Inside :func:`_one_thread`: run a corpus-sized block (a product with the whole corpus, the
+    dense top-P by faiss) with the thread counts the pools had before the solve; elsewhere a
+    no-op."""
+    counts = getattr(_SAVED, "counts", None)
+    if device.type != "cpu" or counts is None:
+        yield
+        return
+    saved, n = counts
+    with _pools().limit(limits=saved), _cpu_threads(device, n):
+        yield
+
+
+def _wide_count(device: torch.device) -> int:
+    """Inside :func:`_one_thread` on CPU: the intra-op thread count torch had before it (the
+    caller's); elsewhere 1."""
+    counts = getattr(_SAVED, "counts", None)
+    return counts[1] if device.type == "cpu" and counts is not None else 1
 
 
 def _small_ops(device: torch.device) -> contextlib.AbstractContextManager:

@@ -15,7 +15,7 @@ from .active_set import _gram_d, active_set_qp, active_set_qp_dual
 from .core import _fista_core, _GramOp, solve_full
 from .newton import HandOff, NewtonStats, newton_rounds
 from .passes import _Corpus
-from .problem import Solution, _small_ops, _sparsify, as_tensor
+from .problem import Solution, _one_thread, _sparsify, as_tensor
 
 @dataclass
 class _Stage:
@@ -548,7 +548,7 @@ def screened_solve(D: Any, Q: Any, l1: float, l2: float, options: ScreeningOptio
                 newton_above=None if not opt.newton else (opt.newton_above if opt.newton_above is not None
                                                            else max(1, min(64, D.shape[1] // 2))))
     given = None if cand_idx is None else _given_candidates(cand_idx, cand_bound, B, M, dev)
-    with _small_ops(dev):
+    with _one_thread(dev):
         # the first pass, chunk by chunk: dense top-P (or the given candidates); then the
         # working-set solves on them, all queries together (split by memory); what the bound
         # cannot certify waits for a guard pass

@@ -2,7 +2,7 @@
 embeddings.
 
     python -m tests.perf.fista [--sizes 10000,100000,1000000] [--queries 1000] [--sweep l1|grid|none]
-                               [--quick]
+                               [--threads 1,default] [--quick]
 
 Data: n unit-norm documents in d = 384 dimensions around n/100 random centres (document =
 normalise(centre + noise of norm ≈ 1), so documents of one cluster have cosine ≈ 0.5); each query
@@ -31,19 +31,30 @@ Timed, in one process on the same data:
   iterations timed (each iteration costs the same) and scaled to T and to all queries — printed
   as an estimate with both factors; and tol-mode full-corpus FISTA on a few queries (n ≤ 200k).
 
+Thread counts (``--threads``, default ``1,default``): every table point and sweep point is run
+at each count in turn — ``1`` is one thread for torch's intra-op pool and for every BLAS and
+OpenMP pool of the process (numpy's, faiss's, torch's; through threadpoolctl), ``default`` the
+counts the process started with (the machine's cores unless ``OMP_NUM_THREADS`` and the like say
+otherwise), faiss and nnn-fix alike. A sweep over several counts ends with one line per (λ1, λ2):
+the ratios at each count and whether nnn-fix took longer with the larger count than with one
+thread (the goal: never).
+
 Every nnn-fix solution is checked afterwards (not timed) with the full-corpus KKT residual
 (:meth:`retrievers.fista.Solution.kkt`): the certificate that it is the exact minimiser to the
-tolerance. The goal is nnn-fix ≤ 3× faiss (≤ 5× at λ1 = 0.03, λ2 = 1.0: ``GOALS``); every point
-says whether its goal holds and, where not, how far it is. The table at the end lists each figure as measured in this run.
+tolerance. The goals: nnn-fix ≤ 3× faiss as called (≤ 5× at λ1 = 0.03, λ2 = 1.0: ``GOALS``), and
+against faiss's BLAS path ≤ 3× at λ1 = 0.1 and ≤ 8× at λ1 = 0.01, λ2 = 0.1 (``BLAS_GOALS``, at
+every thread count); every point says whether its goals hold and, where not, how far it is. The table at the
+end lists each figure as measured in this run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -57,11 +68,52 @@ GRID = (0.01, 0.03, 0.06, 0.1, 0.3, 0.6, 1.0)
 GOAL = 3.0
 # the points with a goal of their own: (λ1, λ2) → ratio (the supports near 1,000 of the λ2 = 1.0 corner)
 GOALS = {(0.03, 1.0): 5.0}
+# the goals of the ratio to faiss's BLAS path at every thread count: (λ1, λ2) → ratio
+BLAS_GOALS = {(0.1, 0.1): 3.0, (0.01, 0.1): 8.0}
 
 
 def goal_for(l1: float, l2: float) -> float:
     """The goal of the ratio at (λ1, λ2): ``GOALS`` where listed, else ``GOAL``."""
     return GOALS.get((l1, l2), GOAL)
+
+
+def blas_goal_for(l1: float, l2: float) -> float | None:
+    """The goal of the ratio to faiss's BLAS path at (λ1, λ2) (``BLAS_GOALS``), or None."""
+    return BLAS_GOALS.get((l1, l2))
+
+
+def parse_threads(spec: str) -> list[int | None]:
+    """``--threads``: comma-separated counts ≥ 1 or ``default`` (None: the counts the process
+    started with)."""
+    out: list[int | None] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if part == "default":
+            out.append(None)
+        elif part.isdigit() and int(part) >= 1:
+            out.append(int(part))
+        else:
+            raise SystemExit(f"--threads: expected counts ≥ 1 or 'default', got {part!r}")
+    if not out:
+        raise SystemExit("--threads: give at least one count")
+    return out
+
+
+@contextlib.contextmanager
+def using_threads(n: int | None) -> Iterator[str]:
+    """Run a block with ``n`` threads in torch's intra-op pool and in every BLAS and OpenMP pool
+    of the process (faiss's included); None: as they are. Yields the block's label."""
+    from threadpoolctl import ThreadpoolController
+
+    if n is None:
+        yield f"default ({torch.get_num_threads()} threads)"
+        return
+    prev = torch.get_num_threads()
+    with ThreadpoolController().limit(limits=n):
+        torch.set_num_threads(n)
+        try:
+            yield f"{n} thread{'s' if n > 1 else ''}"
+        finally:
+            torch.set_num_threads(prev)
 
 
 def make_data(n: int, d: int, b: int, seed: int, device: torch.device, per_cluster: int = 100,
@@ -120,6 +172,7 @@ def goal_note(ratio: float, goal: float = GOAL) -> str:
 
 @dataclass
 class Point:
+    threads: str
     n: int
     l1: float
     l2: float
@@ -164,6 +217,7 @@ class Bench:
         self.index.search(self.Qn[:16], 10)  # warm-up
         exact_solve(D, Q[:16], NNNParams(l1=0.1, l2=0.1), DEFAULT_K)
         self.points: list[Point] = []
+        self.threads = "default"  # the label of the thread count the points are run at
 
     def pair(self, l1: float, l2: float, nq: int, repeat: int) -> Point:
         """``repeat`` alternating runs of faiss and of nnn-fix (as the retriever runs it) on the
@@ -181,7 +235,7 @@ class Bench:
         assert sol is not None
         kkt = float(sol.kkt(self.D, Q, l1, l2, chunk=self.args.chunk).max()) if nq else 0.0
         st = sol.stats
-        pt = Point(self.n, l1, l2, nq, min(tf), min(tn), [b / a for a, b in zip(tf, tn)],
+        pt = Point(self.threads, self.n, l1, l2, nq, min(tf), min(tn), [b / a for a, b in zip(tf, tn)],
                    [b / a for a, b in zip(tb, tn)], st["support_mean"],
                    st["support_max"], st["corpus_passes"], kkt, p.tol)
         pt.t_blas = min(tb)
@@ -192,7 +246,8 @@ class Bench:
     def table_points(self, l1s: list[float], l2: float) -> None:
         a = self.args
         print(f"-- nnn-fix exact (tol {NNNParams().tol:g}) / faiss exact top-10, λ2 = {l2}, {a.queries} queries,"
-              f" {a.repeat} paired runs each (nnn-fix as the retriever runs it at k = {DEFAULT_K}) --")
+              f" {a.repeat} paired runs each (nnn-fix as the retriever runs it at k = {DEFAULT_K}),"
+              f" {self.threads} --")
         for l1 in l1s:
             pt = self.pair(l1, l2, a.queries, a.repeat)
             st = self.last_stats
@@ -200,7 +255,8 @@ class Bench:
             print(f"λ1 = {l1:<5} faiss {pt.t_faiss:7.2f} s (BLAS path {pt.t_blas:.2f} s)"
                   f"  nnn-fix {pt.t_nnn:7.2f} s  ratio {pt.ratio:5.2f}x"
                   f" (best/best), per pair {pairs}, median {pt.median:.2f}x"
-                  f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]; vs BLAS {pt.median_blas:.2f}x", flush=True)
+                  f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]; vs BLAS {pt.median_blas:.2f}x"
+                  f"{blas_note(pt)}", flush=True)
             print(f"    support mean {st['support_mean']:.1f} (max {st['support_max']}); corpus passes per query"
                   f" {st['corpus_passes']:.2f} (the dense pass + guards); guard fired for {st['guard_fired']}"
                   f" queries, {st['certified_by_bound']} certified from a pass's band without another pass;"
@@ -212,10 +268,11 @@ class Bench:
                   f" a query; certificate: full-corpus KKT residual max {pt.kkt_max:.1e}"
                   f" (tol {pt.tol:g}) -> {'CERTIFIED' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}", flush=True)
 
-    def sweep(self, l1s: list[float], l2s: list[float]) -> None:
+    def sweep(self, l1s: list[float], l2s: list[float]) -> dict[tuple[float, float], Point]:
         a = self.args
         nq = min(a.sweep_queries or a.queries, a.queries)
-        print(f"-- λ sweep: {len(l1s)} × {len(l2s)} points, {nq} queries, {a.sweep_repeat} pair(s) per point --")
+        print(f"-- λ sweep: {len(l1s)} × {len(l2s)} points, {nq} queries, {a.sweep_repeat} pair(s) per point,"
+              f" {self.threads} --")
         grid: dict[tuple[float, float], Point] = {}
         for l2 in l2s:
             for l1 in l1s:
@@ -225,7 +282,7 @@ class Bench:
                       f"  support mean {pt.support_mean:7.1f} (max"
                       f" {pt.support_max:5d})  passes {pt.passes:4.2f}  KKT max {pt.kkt_max:.1e}"
                       f" {'certified' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}"
-                      f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]",
+                      f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]{blas_note(pt)}",
                       flush=True)
         if len(l2s) > 1:
             print("ratio nnn-fix / faiss (rows λ2, columns λ1):")
@@ -241,6 +298,7 @@ class Bench:
               + (f"; worst {max(p.median for p in missed):.2f}x (λ1 = {max(missed, key=lambda p: p.median).l1},"
                  f" λ2 = {max(missed, key=lambda p: p.median).l2})" if missed else "")
               + f"; all {'certified' if all(p.kkt_max < p.tol for p in grid.values()) else 'NOT all certified'}")
+        return grid
 
     def full_corpus(self) -> None:
         a, D, Q, n = self.args, self.D, self.Q, self.n
@@ -303,7 +361,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="paired runs of faiss and nnn-fix per table point")
     ap.add_argument("--repeat-large", type=int, default=1, help="--repeat above 200k")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", default="1,default",
+                    help="thread counts every point is run at, in turn: counts ≥ 1 or 'default' (the process's)")
     args = ap.parse_args(argv)
+    settings = parse_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.quick:
         sizes, args.queries, args.full_queries, args.exact_queries = [20000], 200, 50, 20
@@ -327,32 +388,83 @@ def main(argv: list[str] | None = None) -> None:
                       " and memory)")
         b = Bench(n, a, device)
         l1s = [float(x) for x in (args.l1_points_large if large else args.l1_points).split(",") if x]
-        b.table_points(l1s, args.l2)
         mode = "l1" if args.quick else (args.sweep_large if large else args.sweep)
-        if mode == "grid":
-            b.sweep(list(GRID), list(GRID))
-        elif mode in ("l1", "cross"):
-            b.sweep(list(GRID), [args.l2])
-            if mode == "cross":
-                b.sweep([0.03], [l2 for l2 in GRID if l2 != args.l2])
+        grids: dict[str, dict[tuple[float, float], Point]] = {}
+        for t in settings:
+            with using_threads(t) as label:
+                b.threads = label
+                print(f"\n-- {label} --")
+                b.table_points(l1s, args.l2)
+                grid: dict[tuple[float, float], Point] = {}
+                if mode == "grid":
+                    grid = b.sweep(list(GRID), list(GRID))
+                elif mode in ("l1", "cross"):
+                    grid = b.sweep(list(GRID), [args.l2])
+                    if mode == "cross":
+                        grid.update(b.sweep([0.03], [l2 for l2 in GRID if l2 != args.l2]))
+                grids[label] = grid
+        if len(grids) > 1:
+            thread_comparison(n, grids)
+        b.threads = "default"
         b.full_corpus()
         all_points += b.points
         del b
 
     print("\n== the figures of this run (nnn-fix exact / faiss exact top-10; median of the paired ratios) ==")
-    print("| n | queries | λ1 | λ2 | support (mean) | passes | ratio | goal | vs BLAS | certified |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| threads | n | queries | λ1 | λ2 | support (mean) | passes | ratio | goal | vs BLAS | goal vs BLAS |"
+          " certified |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     seen = set()
     for pt in all_points:
-        key = (pt.n, pt.l1, pt.l2)
+        key = (pt.threads, pt.n, pt.l1, pt.l2)
         if key in seen:
             continue
         seen.add(key)
         g = goal_for(pt.l1, pt.l2)
-        print(f"| {pt.n:,} | {pt.queries} | {pt.l1} | {pt.l2} | {pt.support_mean:.1f} | {pt.passes:.2f} |"
-              f" {pt.median:.2f}x | ≤ {g:g}x: {'holds' if pt.median <= g else f'missed by {pt.median / g:.2f}x'} |"
-              f" {pt.median_blas:.2f}x |"
+        gb = blas_goal_for(pt.l1, pt.l2)
+        blas_goal = "" if gb is None else (f"≤ {gb:g}x: " + ("holds" if pt.median_blas <= gb
+                                                             else f"missed by {pt.median_blas / gb:.2f}x"))
+        print(f"| {pt.threads} | {pt.n:,} | {pt.queries} | {pt.l1} | {pt.l2} | {pt.support_mean:.1f} |"
+              f" {pt.passes:.2f} | {pt.median:.2f}x |"
+              f" ≤ {g:g}x: {'holds' if pt.median <= g else f'missed by {pt.median / g:.2f}x'} |"
+              f" {pt.median_blas:.2f}x | {blas_goal} |"
               f" {'yes' if pt.kkt_max < pt.tol else 'NO'} (KKT {pt.kkt_max:.1e}) |")
+
+
+def thread_comparison(n: int, grids: dict[str, dict[tuple[float, float], Point]]) -> None:
+    """One line per sweep point run at every thread count: the ratios (to faiss as called and to
+    its BLAS path), nnn-fix's time and the BLAS path's at each count, and whether nnn-fix took
+    longer at a count above one than at one thread (and whether faiss's BLAS path did too: then
+    the machine, not the solver, gave the extra threads nothing)."""
+    labels = list(grids)
+    keys = [k for k in grids[labels[0]] if all(k in grids[lab] for lab in labels)]
+    if not keys:
+        return
+    base = next((lab for lab in labels if lab.startswith("1 thread")), labels[0])
+    print(f"\n-- n = {n:,}: the sweep at each thread count (ratio / vs BLAS / nnn-fix seconds / BLAS path"
+          f" seconds); 'slower': nnn-fix took longer than at {base} --")
+    head = "  λ1     λ2    " + "".join(f" | {lab:>35}" for lab in labels) + " | slower than " + base
+    print(head)
+    slower_points = slower_alone = 0
+    for k in keys:
+        cells = "".join(f" | {grids[lab][k].median:6.2f}x {grids[lab][k].median_blas:7.2f}x"
+                        f" {grids[lab][k].t_nnn:7.2f} s {grids[lab][k].t_blas:6.2f} s" for lab in labels)
+        p1 = grids[base][k]
+        slow = [lab for lab in labels if lab != base and grids[lab][k].t_nnn > p1.t_nnn]
+        also = [lab for lab in slow if grids[lab][k].t_blas > p1.t_blas]
+        slower_points += bool(slow)
+        slower_alone += bool(set(slow) - set(also))
+        note = "no" if not slow else ("yes: " + ", ".join(slow)
+                                      + (" (faiss's BLAS path slower too)" if len(also) == len(slow) else ""))
+        print(f"  {k[0]:<6} {k[1]:<6}{cells} | {note}")
+    print(f"points slower with more threads than with {base}: {slower_points}/{len(keys)}"
+          f" ({slower_alone} of them where faiss's BLAS path was not slower)")
+
+
+def blas_note(pt: Point) -> str:
+    """The point's goal against faiss's BLAS path (``BLAS_GOALS``), where it has one."""
+    g = blas_goal_for(pt.l1, pt.l2)
+    return "" if g is None else f"  [vs BLAS {goal_note(pt.median_blas, g)}]"
 
 
 if __name__ == "__main__":
