@@ -279,10 +279,12 @@ def test_the_papers_methods_are_ranked_on_their_slices(board, browser_page) -> N
     full_tables = page.eval_on_selector_all("table.overview:not(.slices)", "ts => ts.map(t => t.id)")
     slice_tables = page.eval_on_selector_all("table.overview.slices", "ts => ts.map(t => t.id)")
     assert "slices-constraint-25" in slice_tables
-    # never in a full-set table
-    assert not set(_visible(page, full_tables)) & set(SLICED_METHODS)
-
     records = store.results()
+    # a slice never puts a method in a full-set table: one of the papers' methods is there only with
+    # full-set results of its own (DEO's full constraint sets are in the bundle; HyDE and NS-IR have slices only)
+    on_full_sets = {r.label for r in records if "[:" not in r.benchmark}
+    in_full_tables = set(_visible(page, full_tables)) & set(SLICED_METHODS)
+    assert in_full_tables == set(SLICED_METHODS) & on_full_sets
     per_query = {}
 
     def values(rec) -> dict[str, dict[str, float]]:
