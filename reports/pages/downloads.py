@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.cost.tables import to_csv
-from harness.measures.stats import bootstrap_cis
 from harness.store.results import ResultRecord
 
 from ..compare import BenchmarkComparison, ConfigGroup, SuiteComparison
-from ..ranking import _macro_column, _prefer
+from ..ranking import _prefer
 from . import rowfacts
 from .page import Site
 
@@ -37,24 +36,6 @@ def suite_groups(suite: SuiteComparison, label: str) -> dict[str, ConfigGroup]:
             if g.display == label and (s.name not in out or _prefer(g, out[s.name], shown)):
                 out[s.name] = g
     return out
-
-
-def suite_cis(site: Site, suite: SuiteComparison, label: str, per_bench: Mapping[str, ConfigGroup],
-              seed: int = 0) -> dict[str, tuple[float, float] | None]:
-    """A row's 95% CI of each headline measure: a percentile bootstrap of the mean of its per-query
-    values over the headline benchmarks, each benchmark weighted as in the table's mean (the column
-    the rank tests use, :func:`reports.ranking._macro_column`); None where the row has no mean."""
-    row = next(r for r in suite.rows if r.label == label)
-    benches = [b for b in suite.headline_benchmarks if b in per_bench]
-    cols = {}
-    for m in suite.measures:
-        if row.means.get(m) is None or row.missing:
-            continue
-        col = _macro_column(per_bench, benches, m, site.board.per_query.group)
-        if col:
-            cols[m] = list(col.values())
-    cis = bootstrap_cis(cols, n_resamples=CI_RESAMPLES, seed=seed) if cols else {}
-    return {m: cis.get(m) for m in suite.measures}
 
 
 def ci_fields(measures: Sequence[str], cis: Mapping[str, tuple[float, float] | None]) -> dict[str, Any]:
