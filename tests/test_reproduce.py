@@ -103,9 +103,21 @@ def invoke(*args: str):
 
 
 def table_rows(output: str) -> list[list[str]]:
-    """The body rows of the printed matrix, as cells (the table's box characters split them)."""
-    return [[c.strip() for c in line.strip("│ ").split("│")] for line in output.splitlines()
-            if line.startswith("│") and "retriever" not in line]
+    """The body rows of the printed tables, as cells (the box characters split them). A cell the
+    table folds over several lines is joined back: a line whose status cell (never wrapped) is
+    empty continues the row above it."""
+    rows: list[list[str]] = []
+    for line in output.splitlines():
+        s = line.strip()
+        if not (s.startswith("│") and s.endswith("│")) or "retriever" in s:
+            continue
+        cells = [c.strip() for c in s[1:-1].split("│")]
+        status = {9: 7, 6: 4}.get(len(cells))
+        if status is not None and not cells[status] and rows and len(rows[-1]) == len(cells):
+            rows[-1] = [f"{a} {b}".strip() if b else a for a, b in zip(rows[-1], cells)]
+        else:
+            rows.append(cells)
+    return rows
 
 
 @pytest.fixture(scope="module")
