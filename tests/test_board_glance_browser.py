@@ -281,7 +281,8 @@ def test_the_papers_methods_are_ranked_on_their_slices(board, browser_page) -> N
     assert "slices-constraint-25" in slice_tables
     records = store.results()
     # a slice never puts a method in a full-set table: one of the papers' methods is there only with
-    # full-set results of its own (DEO's full constraint sets are in the bundle; HyDE and NS-IR have slices only)
+    # full-set results of its own (DEO's five full constraint sets and HyDE's four are in the bundle; NS-IR has
+    # slices only)
     on_full_sets = {r.label for r in records if "[:" not in r.benchmark}
     in_full_tables = set(_visible(page, full_tables)) & set(SLICED_METHODS)
     assert in_full_tables == set(SLICED_METHODS) & on_full_sets
