@@ -58,7 +58,7 @@ def _union(*groups: list[str]) -> list[str]:
 SUITES: dict[str, dict[str, Any]] = {
     "demo": {
         "description": "Offline demo: the baselines on both task families, constraints (NevIR and two CoDeR "
-                       "diagnostics) and complete sets (ToolBank NumPy and LIMIT-small), about 4 minutes on 2 cores.",
+                       "diagnostics) and complete sets (ToolBank NumPy and LIMIT-small), about 5 minutes on 2 cores.",
         # one corpus-heavy benchmark (NevIR) and small ones: SciFact (topical, 5k abstracts) and NegConstraint
         # are most of the encoding time and sit in `reproduce --quick` and the topical suite instead
         "benchmarks": ["nevir", "diag/antonym", "diag/negation", "toolbank/numpy", "limit-small"],

@@ -251,3 +251,23 @@ def test_a_folder_is_named_the_same_way_by_every_command(tmp_path: Path, home: P
         assert "no query groups stored" in res.output  # found the results; a folder has no groups
         res = invoke("export", "-", "-b", given)
         assert res.exit_code == 0 and '"retriever": "bm25"' in res.output
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_the_cli_waits_passively_in_openmp_unless_told(given: str | None) -> None:
+    """The command line sets OMP_WAIT_POLICY=PASSIVE before torch (and its libgomp) is loaded, which is when
+    libgomp reads it; a value the user gave is kept. Checked in a fresh interpreter: the variable as the
+    process has it once the app is imported, and that torch was not loaded before that."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    code = ("import sys; import harness.cli, os; print(os.environ.get('OMP_WAIT_POLICY')); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    policy, torch_loaded = out.stdout.split()
+    assert policy == (given or "PASSIVE")
+    assert torch_loaded == "False"  # so libgomp, loaded with torch later, reads the value set
