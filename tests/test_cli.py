@@ -4,6 +4,9 @@ on a BEIR-format folder given by path, with the network blocked."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -258,10 +261,6 @@ def test_the_cli_waits_passively_in_openmp_unless_told(given: str | None) -> Non
     """The command line sets OMP_WAIT_POLICY=PASSIVE before torch (and its libgomp) is loaded, which is when
     libgomp reads it; a value the user gave is kept. Checked in a fresh interpreter: the variable as the
     process has it once the app is imported, and that torch was not loaded before that."""
-    import os
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
