@@ -103,21 +103,17 @@ def invoke(*args: str):
 
 
 def table_rows(output: str) -> list[list[str]]:
-    """The body rows of the printed tables, as cells (the box characters split them). A cell the
-    table folds over several lines is joined back: a line whose status cell (never wrapped) is
-    empty continues the row above it."""
-    rows: list[list[str]] = []
-    for line in output.splitlines():
-        s = line.strip()
-        if not (s.startswith("│") and s.endswith("│")) or "retriever" in s:
-            continue
-        cells = [c.strip() for c in s[1:-1].split("│")]
-        status = {9: 7, 6: 4}.get(len(cells))
-        if status is not None and not cells[status] and rows and len(rows[-1]) == len(cells):
-            rows[-1] = [f"{a} {b}".strip() if b else a for a, b in zip(rows[-1], cells)]
-        else:
-            rows.append(cells)
-    return rows
+    """The body rows of the printed tables, as cells (the box characters split them); only the
+    table test reads them: the others read ``--format json``."""
+    return [[c.strip() for c in line.strip()[1:-1].split("│")] for line in output.splitlines()
+            if line.strip().startswith("│") and line.strip().endswith("│") and "retriever" not in line]
+
+
+def matrix(*args: str) -> tuple[int, dict, str]:
+    """``reproduce --format json ARGS``: the exit code, the document on stdout, and stderr (the
+    notes and the verdict)."""
+    res = CliRunner().invoke(app, ["reproduce", "--format", "json", *args], catch_exceptions=False)
+    return res.exit_code, (json.loads(res.stdout) if res.stdout.strip() else {}), res.stderr
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +150,15 @@ def test_first_run_values_reproduce_ok_and_exit_0(bench: str, measured, tmp_path
     assert "reproduced — reference rows: 6 OK, 0 OKish, 0 FAIL" in res.output.replace("\n", " ")
     # the diff column is the difference, printed as zero
     assert {r[5] for r in rows} == {"+0.000000"}
+    # the same matrix as data: the figures as numbers, the verdict in the summary and on stderr
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert code == 0 and [r["status"] for r in doc["rows"]] == [OK] * 6, err
+    assert [r["row"] for r in doc["rows"]] == [1, 2, 3, 4, 5, 6] and {r["diff"] for r in doc["rows"]} == {0.0}
+    assert [r["got"] for r in doc["rows"]] == [measured[(lab, me)] for lab in ("default", "k1") for me in MEASURES]
+    assert [r["measure"] for r in doc["rows"]] == [*MEASURES, *MEASURES] and {r["retriever"] for r in doc["rows"]} >= {"bm25"}
+    assert doc["shipped"] is False and doc["pools"] == [] and doc["summary"]["failed"] is False
+    assert doc["summary"]["counts"] == {"reference": {OK: 6, OKISH: 0, FAIL: 0, SKIP: 0}}
+    assert "reproduced — reference rows: 6 OK" in err and "reproduced" not in json.dumps(doc["rows"])
 
 
 def test_a_changed_expected_value_fails_the_row_and_the_command(bench: str, measured, tmp_path: Path,
@@ -161,14 +166,13 @@ def test_a_changed_expected_value_fails_the_row_and_the_command(bench: str, meas
     changed = dict(measured)
     changed[("default", "nDCG@10")] += 0.01  # beyond the 1e-6 tolerance
     m = write_matrix(tmp_path / "expected.toml", base_rows(bench, changed))
-    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
-    assert res.exit_code == 1, res.output
-    rows = table_rows(res.output)
-    failed = [r for r in rows if r[7] == FAIL]
-    assert len(failed) == 1 and failed[0][2] == "nDCG@10", res.output
-    assert failed[0][5] == f"{-0.01:+.6f}"  # got − expected
-    assert sum(r[7] == OK for r in rows) == 5
-    assert "FAIL: a reference row did not reproduce" in res.output
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert code == 1, err
+    failed = [r for r in doc["rows"] if r["status"] == FAIL]
+    assert len(failed) == 1 and failed[0]["measure"] == "nDCG@10" and failed[0]["row"] == 3, doc
+    assert failed[0]["diff"] == pytest.approx(-0.01, abs=1e-12)  # got − expected
+    assert sum(r["status"] == OK for r in doc["rows"]) == 5
+    assert doc["summary"]["failed"] is True and "FAIL: a reference row did not reproduce" in err
 
 
 def test_a_change_within_tolerance_is_okish_and_exit_0(bench: str, measured, tmp_path: Path, home: Path) -> None:
@@ -176,10 +180,9 @@ def test_a_change_within_tolerance_is_okish_and_exit_0(bench: str, measured, tmp
     rows[0]["expected"] = measured[("default", "V@2")] + 0.005  # inside 0.01, outside 1e-4
     rows[1]["expected"] = measured[("default", "FVR@10")] + 0.00005  # inside 1e-4: still equal
     m = write_matrix(tmp_path / "expected.toml", rows)
-    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
-    assert res.exit_code == 0, res.output
-    statuses = [r[7] for r in table_rows(res.output)]
-    assert statuses == [OKISH, OK, OK, OK, OK, OK], res.output
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert code == 0, err
+    assert [r["status"] for r in doc["rows"]] == [OKISH, OK, OK, OK, OK, OK], doc
 
 
 def test_a_published_row_that_fails_leaves_the_exit_code_0(tiny: Path, bench: str, measured, tmp_path: Path,
@@ -189,12 +192,12 @@ def test_a_published_row_that_fails_leaves_the_exit_code_0(tiny: Path, bench: st
                  "expected": measured[("default", "nDCG@10")] - 0.2, "tolerance": 0.01, "kind": "published",
                  "source": "A paper, Table 9", "reason": "the paper's figure"})
     m = write_matrix(tmp_path / "expected.toml", rows)
-    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
-    assert res.exit_code == 0, res.output
-    printed = table_rows(res.output)
-    assert printed[-1][7] == FAIL and printed[-1][8].startswith("published"), res.output
-    assert printed[-1][5] == f"{0.2:+.6f}"
-    assert "published rows: 0 OK, 0 OKish, 1 FAIL" in res.output.replace("\n", " ")
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert code == 0, err
+    last = doc["rows"][-1]
+    assert (last["status"], last["kind"], last["source"]) == (FAIL, "published", "A paper, Table 9"), doc
+    assert last["diff"] == pytest.approx(0.2, abs=1e-12)
+    assert "published rows: 0 OK, 0 OKish, 1 FAIL" in err.replace("\n", " ")
     # and it is stored beside the reference row of the same measure, without costing it its trust
     with Store(home / "results.sqlite") as store:
         stored = store.reproductions()
@@ -254,9 +257,9 @@ def test_only_selects_rows(bench: str, measured, tmp_path: Path, home: Path) -> 
     assert len(select(every, only=[bench])) == 6 and select(every, only=["dense"]) == []
     assert [r.index for r in select(every, quick=True)] == [1, 2, 4, 5]
     assert [r.index for r in load_matrix(m, quick=True, only=["FVR@*"])] == [2, 5]
-    res = invoke("--expected", str(m), "--only", "FVR@10", "--home", str(home), "--device", "cpu")
-    assert res.exit_code == 0, res.output
-    assert [(r[2], r[7]) for r in table_rows(res.output)] == [("FVR@10", OK), ("FVR@10", OK)]
+    code, doc, err = matrix("--expected", str(m), "--only", "FVR@10", "--home", str(home), "--device", "cpu")
+    assert code == 0, err
+    assert [(r["row"], r["measure"], r["status"]) for r in doc["rows"]] == [(2, "FVR@10", OK), (5, "FVR@10", OK)]
     res = invoke("--expected", str(m), "--only", "no-such:*", "--home", str(home))
     assert res.exit_code == 2 and "no row is selected by --only 'no-such:*'" in res.output
 
@@ -266,20 +269,42 @@ def test_a_measure_the_benchmark_cannot_give_fails_its_row_only(bench: str, meas
     rows = base_rows(bench, measured)
     rows.append({**rows[0], "measure": "PairAcc", "expected": 0.5})
     m = write_matrix(tmp_path / "expected.toml", rows)
-    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
-    assert res.exit_code == 1
-    assert [r[7] for r in table_rows(res.output)] == [OK] * 6 + [FAIL]
-    assert "row 7 (bm25:" in res.output and "PairAcc cannot be computed" in res.output
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--device", "cpu")
+    assert code == 1
+    assert [r["status"] for r in doc["rows"]] == [OK] * 6 + [FAIL]
+    assert doc["rows"][-1]["got"] is None and "PairAcc cannot be computed" in doc["rows"][-1]["note"]
+    assert "row 7 (bm25:" in err and "PairAcc cannot be computed" in err
+
+
+def test_csv_writes_the_rows_as_a_spreadsheet_reads_them(bench: str, measured, tmp_path: Path, home: Path) -> None:
+    import csv
+    import io
+
+    rows = base_rows(bench, measured)
+    rows[0]["source"] = "=HYPERLINK(\"http://x\")"  # a formula a spreadsheet would run
+    rows.append({**rows[1], "measure": "PairAcc", "expected": 0.5})
+    m = write_matrix(tmp_path / "expected.toml", rows)
+    res = CliRunner().invoke(app, ["reproduce", "--format", "csv", "--expected", str(m), "--home", str(home),
+                                   "--device", "cpu"], catch_exceptions=False)
+    assert res.exit_code == 1, res.stderr
+    table = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [r["status"] for r in table] == [OK] * 6 + [FAIL] and [r["row"] for r in table] == [str(i) for i in range(1, 8)]
+    assert [float(r["got"]) for r in table[:6]] == [measured[(lab, me)] for lab in ("default", "k1") for me in MEASURES]
+    assert table[6]["got"] == "" and table[6]["diff"] == "" and "PairAcc cannot be computed" in table[6]["note"]
+    assert table[0]["source"] == "'=HYPERLINK(\"http://x\")"
+    assert "FAIL: a reference row did not reproduce" in res.stderr and "FAIL" not in res.stdout.split("\n")[0]
+    bad = CliRunner().invoke(app, ["reproduce", "--format", "xml", "--expected", str(m), "--home", str(home)])
+    assert bad.exit_code == 2 and "--format must be table, json or csv" in bad.output
 
 
 def test_rows_on_a_benchmark_not_on_disk_are_skipped(tmp_path: Path, home: Path) -> None:
     m = write_matrix(tmp_path / "expected.toml", [{
         "retriever": "bm25", "benchmark": "nevir", "measure": "V@2", "expected": 0.5, "tolerance": 0.0,
         "kind": "reference", "source": "reference run", "reason": "r"}])
-    res = invoke("--expected", str(m), "--home", str(home), "--data-dir", str(tmp_path / "empty"))
-    assert res.exit_code == 0, res.output
-    assert [r[7] for r in table_rows(res.output)] == [SKIP]
-    assert "nothing compared" in res.output and "skipped (not on disk): nevir" in res.output
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--data-dir", str(tmp_path / "empty"))
+    assert code == 0, err
+    assert [r["status"] for r in doc["rows"]] == [SKIP] and doc["summary"]["skipped_benchmarks"] == ["nevir"]
+    assert "nothing compared" in err and "skipped (not on disk): nevir" in err
     with Store(home / "results.sqlite") as store:
         assert store.reproductions() == []
 
@@ -471,15 +496,13 @@ def test_reproduce_quick_on_the_real_data(tmp_path: Path, share_embeddings) -> N
         pytest.skip(f"real benchmark data not found at {SHARED_DATA}")
     started = time.monotonic()
     home = share_embeddings(tmp_path / "home")
-    res = invoke("--quick", "--data-dir", str(SHARED_DATA), "--home", str(home), "--device", "cpu")
-    assert res.exit_code == 0, res.output
-    cells = table_rows(res.output)
-    rows = [r for r in cells if len(r) == 9]  # the matrix (9 columns); the pinned pools' table has 6
-    pools = [r for r in cells if len(r) == 6]
-    assert len(rows) + len(pools) == len(cells)
-    assert len(rows) == len(shipped_matrix(reference_files(), quick=True))
-    assert {r[7] for r in rows} <= {OK, OKISH}, res.output
-    assert pools and {r[4] for r in pools} <= {OK, OKISH}, res.output  # every pinned pool recomputed (to float rounding)
+    code, doc, err = matrix("--quick", "--data-dir", str(SHARED_DATA), "--home", str(home), "--device", "cpu")
+    assert code == 0, err
+    rows, pools = doc["rows"], doc["pools"]
+    assert doc["shipped"] is True and len(rows) == len(shipped_matrix(reference_files(), quick=True))
+    assert {r["status"] for r in rows} <= {OK, OKISH}, [r for r in rows if r["status"] not in (OK, OKISH)]
+    # every pinned pool recomputed (to float rounding)
+    assert pools and {p["status"] for p in pools} <= {OK, OKISH}, pools
     print(f"reproduce --quick: {len(rows)} rows in {time.monotonic() - started:.0f} s")
 
 
@@ -498,9 +521,9 @@ def test_ray_option_builds_the_runner_through_the_ray_factory(bench: str, measur
 
     monkeypatch.setattr(cmd_reference, "make_runner", factory)
     m = write_matrix(tmp_path / "expected.toml", base_rows(bench, measured))
-    res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu", "--ray", "10.0.0.1:6379")
-    assert res.exit_code == 0, res.output
-    assert seen == ["10.0.0.1:6379"] and {r[7] for r in table_rows(res.output)} == {OK}
+    code, doc, err = matrix("--expected", str(m), "--home", str(home), "--device", "cpu", "--ray", "10.0.0.1:6379")
+    assert code == 0, err
+    assert seen == ["10.0.0.1:6379"] and [r["status"] for r in doc["rows"]] == [OK] * 6
     res = invoke("--expected", str(m), "--home", str(home), "--device", "cpu")
     assert res.exit_code == 0 and seen == ["10.0.0.1:6379", None]
 

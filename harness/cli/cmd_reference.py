@@ -3,6 +3,8 @@ and ``reproduce`` (recompute the reproduction matrix, :mod:`harness.record.repro
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -207,6 +209,9 @@ def reproduce(
                                    "of the three, matches this shell pattern, e.g. 'bm25:*' or 'V@*' (repeatable)."),
     expected: Optional[Path] = typer.Option(None, "--expected", help="The matrix of expected figures (default: "
                                             "expected.toml of the installed reference files)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, json (the matrix's rows, the pinned pools and the "
+                            "verdict, one document) or csv (the matrix's rows). The notes and the verdict of table "
+                            "go to stderr with json and csv."),
     data_dir: DataDirOpt = None,
     device: DeviceOpt = None,
     home: HomeOpt = None,
@@ -218,8 +223,10 @@ def reproduce(
     (retriever, benchmark, seed) runs once into <home>/reproduce/results.sqlite, sharing <home>/cache;
     the matrix is saved to the results store, where the leaderboard's reproduction page shows it.
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
-    from ..record.reproduce import FAIL, OK, OKISH, SKIP, check_pools, choose, notes, reproduce, summarise
+    from ..record.reproduce import FAIL, SKIP, STATUSES, check_pools, choose, notes, reproduce, summarise
 
+    if fmt not in ("table", "json", "csv"):
+        fail("--format must be table, json or csv")
     chosen = choose(expected, quick=quick, only=list(only or ()))
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, pinned_pools=reference_pins())
     started = time.monotonic()
@@ -228,12 +235,55 @@ def reproduce(
         outcomes = reproduce(chosen.rows, settings, store=store, shipped=chosen.shipped, progress=progress,
                              log=log_line, make_runner=lambda st, sc, pr, lg: make_runner(st, sc, pr, lg, ray))
         saved_to = store.path
+    s = summarise(outcomes)
+    verdict = s.line(seconds=time.monotonic() - started, saved_to=saved_to, shipped=chosen.shipped)
+    if fmt == "table":
+        _print_matrix(chosen.path, outcomes, pool_checks)
+        for line in notes(outcomes):
+            out.print(line, soft_wrap=True)
+        out.print(verdict, soft_wrap=True)
+    else:
+        from ..cost import tables
+
+        rows = [outcome_row(o) for o in outcomes]
+        if fmt == "json":
+            sys.stdout.write(tables.to_json({
+                "matrix": str(chosen.path), "shipped": chosen.shipped, "rows": rows,
+                "pools": [dataclasses.asdict(c) for c in pool_checks],
+                "summary": {"failed": s.failed or any(c.status == FAIL for c in pool_checks), "compared": s.compared,
+                            "counts": {kind: {st: c.get(st, 0) for st in (*STATUSES, SKIP)} for kind, c in s.counts.items()}, "skipped_benchmarks": s.skipped_benchmarks, "line": verdict}}))
+        else:
+            sys.stdout.write(tables.to_csv(rows, OUTCOME_FIELDS))
+        for line in notes(outcomes):
+            console.print(line, soft_wrap=True)
+        console.print(verdict, soft_wrap=True)
+    if s.failed or any(c.status == FAIL for c in pool_checks):
+        raise typer.Exit(1)
+
+
+OUTCOME_FIELDS = ("row", "retriever", "benchmark", "measure", "seed", "expected", "got", "diff", "tolerance", "status",
+                  "kind", "source", "note", "spec_hash", "benchmark_version")
+
+
+def outcome_row(o) -> dict:  # type: ignore[no-untyped-def]
+    """One compared row as ``--format json|csv`` writes it: the figures as numbers (``None`` when
+    there is none), the matrix's 1-based row number, and the run it was recomputed from."""
+    r = o.row
+    return {"row": r.index, "retriever": r.label, "benchmark": r.benchmark, "measure": r.measure, "seed": r.seed,
+            "expected": r.expected, "got": o.got, "diff": o.diff, "tolerance": r.tolerance, "status": o.status,
+            "kind": r.kind, "source": r.source, "note": o.note, "spec_hash": o.spec_hash,
+            "benchmark_version": o.benchmark_version}
+
+
+def _print_matrix(path: Path, outcomes, pool_checks) -> None:  # type: ignore[no-untyped-def]
+    from ..record.reproduce import FAIL, OK, OKISH, SKIP
+
     style = {OK: "green", OKISH: "yellow", FAIL: "bold red", SKIP: "dim"}
 
     def num(x: Optional[float], signed: bool = False) -> str:
         return "–" if x is None else (f"{x:+.6f}" if signed else f"{x:.6f}")
 
-    t = Table(title=f"reproduction matrix: {chosen.path}", title_justify="left")
+    t = Table(title=f"reproduction matrix: {path}", title_justify="left")
     for c in ("retriever", "benchmark", "measure"):
         t.add_column(c, overflow="fold")
     for c in ("expected", "got", "diff", "tolerance"):
@@ -245,8 +295,6 @@ def reproduce(
         t.add_row(r.label, r.benchmark, r.measure, num(r.expected), num(o.got), num(o.diff, True), f"{r.tolerance:g}",
                   Text(o.status, style=style[o.status]), f"{r.kind}: {r.source}")
     out.print(t)
-    for line in notes(outcomes):
-        out.print(line, soft_wrap=True)
     if pool_checks:
         p = Table(title="reference pools (content hash pinned by the plan, recomputed here)", title_justify="left")
         for c in ("pool", "benchmark", "pinned", "got", "status", "note"):
@@ -254,7 +302,3 @@ def reproduce(
         for c in pool_checks:
             p.add_row(c.name, c.benchmark, c.pinned, c.got or "–", Text(c.status, style=style[c.status]), c.note)
         out.print(p)
-    s = summarise(outcomes)
-    out.print(s.line(seconds=time.monotonic() - started, saved_to=saved_to, shipped=chosen.shipped), soft_wrap=True)
-    if s.failed or any(c.status == FAIL for c in pool_checks):
-        raise typer.Exit(1)
