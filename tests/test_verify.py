@@ -507,3 +507,33 @@ def test_version_mismatch_and_unreadable_files(bundle: Bundle, tmp_path: Path) -
     write_rows(empty, bundle.rows[:1])
     res = invoke("verify", str(empty))
     assert res.exit_code == 1 and "holds no result line" in res.output
+
+
+def test_the_per_query_comparison_is_the_scalar_one_on_every_kind_of_value() -> None:
+    """``_differing`` (every shared query at once) names exactly the queries ``_same`` (one pair at a
+    time, math.isclose within TOLERANCE, None matching NaN) calls different, on values near the
+    tolerance, at zero, infinite, undefined, and on queries only one side has."""
+    import random
+
+    from harness.record.verify import TOLERANCE, _differing, _same
+
+    rng = random.Random(3)
+    specials = [None, math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, 1e-300, 5e-10, -5e-10, 1e12]
+    stored: dict[str, Any] = {}
+    here: dict[str, Any] = {}
+    for i in range(4000):
+        base = rng.choice(specials + [rng.uniform(-2, 2) for _ in range(4)])
+        kind = rng.randrange(6)
+        if kind == 0:
+            other = base
+        elif kind == 1 and isinstance(base, float) and math.isfinite(base):
+            other = base * (1 + rng.choice([0.5, 0.999, 1.001, 2]) * TOLERANCE) + rng.choice([0, 0.9, 1.1]) * TOLERANCE
+        else:
+            other = rng.choice(specials)
+        stored[f"q{i}"], here[f"q{i}"] = base, other
+    stored["only-stored"], here["only-here"] = 1.0, 2.0
+    expected = [q for q in here if q in stored and not _same(stored[q], here[q])]
+    assert _differing(stored, here) == expected
+    assert 500 < len(expected) < 3500  # both outcomes are well represented
+    assert _differing({"a": None}, {"a": math.nan}) == [] and _differing({"a": math.inf}, {"a": math.inf}) == []
+    assert _differing({"a": 1.0}, {"a": 1.0 + 2e-9}) == ["a"] and _differing({"a": 0.0}, {"a": 9e-10}) == []

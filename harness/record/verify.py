@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from ..store.exchange import (CUT_KEY, ImportedContent, ImportedLine, LocalBenchmarks, base_name, local_content,
                               plain, shown_benchmark)
 from ..measures import evaluate, pair_documents, parse_measure
@@ -121,6 +123,22 @@ def _same(stored: float | None, here: float | None) -> bool:
     if any(undefined):
         return all(undefined)
     return math.isclose(float(stored), float(here), rel_tol=TOLERANCE, abs_tol=TOLERANCE)  # type: ignore[arg-type]
+
+
+def _differing(stored: Mapping[str, float | None], here: Mapping[str, float | None]) -> list[str]:
+    """The queries of ``here`` that ``stored`` holds with another value: :func:`_same` on every
+    shared query at once (a result carries a value per query and measure: thousands a result)."""
+    qs = list(here) if stored.keys() >= here.keys() else [q for q in here if q in stored]
+    if not qs:
+        return []
+    a = np.array(list(map(stored.__getitem__, qs)), dtype=np.float64)  # None becomes NaN
+    b = np.array(list(map(here.__getitem__, qs)), dtype=np.float64)
+    ua, ub = np.isnan(a), np.isnan(b)
+    with np.errstate(invalid="ignore"):  # an infinite value is close only to itself (a == b), as in math.isclose
+        near = np.abs(a - b) <= np.maximum(TOLERANCE * np.maximum(np.abs(a), np.abs(b)), TOLERANCE)
+    close = (a == b) | (np.isfinite(a) & np.isfinite(b) & near)
+    same = np.where(ua | ub, ua & ub, close)
+    return [qs[i] for i in np.flatnonzero(~same).tolist()]
 
 
 def _structure(rec: ResultRecord, bench: Benchmark) -> list[str]:
@@ -260,8 +278,7 @@ def _compare(rec: ResultRecord, bench: Benchmark, todo: list[str],
                             "rankings")
         if name in rec.per_query:
             got = rec.per_query[name]
-            differ = [f"{q}: {_num(got[q])} in the file, {_num(col[q])} recomputed" for q in col
-                      if q in got and not _same(got[q], col[q])]
+            differ = [f"{q}: {_num(got[q])} in the file, {_num(col[q])} recomputed" for q in _differing(got, col)]
             absent = [q for q in col if q not in got]
             extra = [q for q in got if q not in col]
             if differ:
