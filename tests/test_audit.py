@@ -7,8 +7,8 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -180,6 +180,10 @@ def test_calls_without_usage_make_token_and_dollar_sums_unknown() -> None:
     row = next(r for r in csv.DictReader(io.StringIO(T.to_csv(a.rows))) if r["benchmark"] == "nevir" and r["retriever"] == "hyde")
     assert (row["billed_prompt_tokens"], row["billed_prompt_tokens_known"], row["usd"]) == ("", "3000", "")
     assert json.loads(T.to_json(a.rows))[2]["billed_prompt_tokens"] is None
+    # a figure that is not a number is null in the JSON, which a strict reader accepts
+    strict = T.to_json([{"a": math.nan, "b": (math.inf, -math.inf, 1.5)}, {"c": {"d": math.nan}}])
+    assert json.loads(strict, parse_constant=lambda c: pytest.fail(f"non-JSON token {c}")) == [
+        {"a": None, "b": [None, None, 1.5]}, {"c": {"d": None}}]
 
     # projected: the tokens and $ of what reported no usage stay unknown
     p = A.project(recs, ["negconstraint"], INFOS, {"gpt-4o-mini": Price(0.15, 0.60)})

@@ -270,3 +270,20 @@ def test_the_cli_waits_passively_in_openmp_unless_told(given: str | None) -> Non
     policy, torch_loaded = out.stdout.split()
     assert policy == (given or "PASSIVE")
     assert torch_loaded == "False"  # so libgomp, loaded with torch later, reads the value set
+
+
+@pytest.mark.parametrize("args, choices", [
+    (["audit", "--format", "xml"], "table, json, csv"),
+    (["audit", "--view", "xml"], "full, paper"),
+    (["breakdown", "nevir", "--format", "xml"], "table, json"),
+    (["export", "-", "--format", "xml"], "jsonl, trec"),
+    (["leaderboard", "--out", "-", "--format", "xml"], "html, md, latex, json"),
+    (["evaluate", "no-such-run.trec", "-b", "nevir", "--format", "xml"], "table, json, csv"),
+    (["reproduce", "--format", "xml"], "table, json, csv"),
+])
+def test_a_bad_choice_is_one_line_naming_the_flag_the_choices_and_the_value(args, choices, home: Path) -> None:
+    res = invoke(*args)
+    flag = args[-2]
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines()[-1].endswith(f"{flag} must be one of {choices} (got 'xml')"), res.output
+    assert "Traceback" not in res.output

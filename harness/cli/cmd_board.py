@@ -13,8 +13,8 @@ import typer
 from ..data.readers import default_data_dir
 from ..core.registry import RegistryError, get_benchmark_loader, stored_benchmark_name, suites
 from ..store.results import Store
-from .console import console, fail, home_dir, open_store, out, warn
-from .options import (DEFAULT_SITE, BenchmarkFilterOpt, DataDirOpt, HomeOpt, RetrieverFilterOpt, data_dir_option,
+from .console import check_choice, console, fail, home_dir, open_store, out, warn
+from .options import (DEFAULT_SITE, TABULAR, BenchmarkFilterOpt, DataDirOpt, HomeOpt, RetrieverFilterOpt, data_dir_option,
                       prices_option)
 
 
@@ -105,8 +105,7 @@ def leaderboard(
     from the reference and the best baseline); json holds every measure with its per-seed means,
     CI or std, and each paired test's raw and Holm-adjusted p and win/tie/loss counts (missing
     numbers are null)."""
-    if fmt not in ("html", "md", "latex", "json"):
-        fail("--format must be html, md, latex or json")
+    check_choice("--format", fmt, ("html", "md", "latex", "json"))
     if fmt == "html" and str(out_dir) == "-":
         fail("--format html writes a folder of pages: give a directory")
     if fmt == "html":
@@ -150,10 +149,8 @@ def audit(
     from ..cost import audit as audit_mod
     from ..cost import tables
 
-    if fmt not in ("table", "json", "csv"):
-        fail("--format must be table, json or csv")
-    if view not in ("full", "paper"):
-        fail("--view must be full or paper")
+    check_choice("--format", fmt, TABULAR)
+    check_choice("--view", view, ("full", "paper"))
     try:
         cutoff = audit_mod.parse_since(since) if since else None
     except ValueError as e:

@@ -17,16 +17,9 @@ from ..core.errors import UserError
 from ..measures import format_value, parse_measure
 from ..run.runner import Settings, save_content
 from ..run.scoring import evaluate as score_run, run_file_record
-from .console import console, fail, home_dir, log_line, make_runner, open_store, out, progress_for
-from .options import DataDirOpt, DeviceOpt, HomeOpt, OnlineOpt
+from .console import check_choice, console, fail, home_dir, log_line, make_runner, open_store, out, progress_for
+from .options import TABULAR, DataDirOpt, DeviceOpt, HomeOpt, OnlineOpt
 
-FORMATS = ("table", "json", "csv")
-
-
-def _cell(text: str) -> str:
-    """A CSV cell a spreadsheet reads as text: one starting with ``= + - @`` (a formula) is quoted
-    with a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def evaluate(
@@ -50,8 +43,7 @@ def evaluate(
 ) -> None:
     """Score a run file on a benchmark, as trec_eval orders it (score descending, ties by document id
     descending), with 95% bootstrap intervals; --store keeps it as a result of your own."""
-    if fmt not in FORMATS:
-        fail(f"--format must be one of {', '.join(FORMATS)}")
+    check_choice("--format", fmt, TABULAR)
     if store and not label:
         fail("--store needs --label: the name the result is shown under")
     for m in measure or ():
@@ -110,17 +102,19 @@ def _print_scores(scores, fmt: str, per_query: bool) -> None:
         sys.stdout.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
         return
     if fmt == "csv":
+        from ..cost.tables import csv_cell
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         if per_query:
             w.writerow(["measure", "qid", "value"])
             for m, col in scores.per_query.items():
                 for q, v in col.items():
-                    w.writerow([_cell(m), _cell(q), repr(float(v))])
+                    w.writerow([csv_cell(m), csv_cell(q), repr(float(v))])
         else:
             w.writerow(["measure", "mean", "ci_low", "ci_high", "n"])
             for m, v in scores.measures.items():
-                w.writerow([_cell(m), *("" if x is None else repr(float(x)) for x in (v.mean, v.ci_low, v.ci_high)), v.n])
+                w.writerow([csv_cell(m), *("" if x is None else repr(float(x)) for x in (v.mean, v.ci_low, v.ci_high)), v.n])
         sys.stdout.write(buf.getvalue())
         return
     t = Table(title=f"{scores.benchmark} ({scores.n_queries:,} judged queries"

@@ -17,9 +17,9 @@ from ..data.readers import default_data_dir
 from ..run.runner import Settings
 from ..store.results import open_store as store_at
 from ..store.results import store_path
-from .console import (console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for,
+from .console import (check_choice, console, fail, home_dir, log_line, make_runner, missing_on_disk, open_store, out, progress_for,
                       reference_pins, warn)
-from .options import TYPER_SETTINGS, DataDirOpt, DeviceOpt, HomeOpt, RayOpt
+from .options import TABULAR, TYPER_SETTINGS, DataDirOpt, DeviceOpt, HomeOpt, RayOpt
 
 reference_app = typer.Typer(help="The reference results shipped with the project: build them, write the bundle, "
                             "import it.", **TYPER_SETTINGS)
@@ -225,8 +225,7 @@ def reproduce(
     Exit code 1: a reference row failed (published rows, a paper's figures, never change the exit code)."""
     from ..record.reproduce import FAIL, SKIP, STATUSES, check_pools, choose, notes, reproduce, summarise
 
-    if fmt not in ("table", "json", "csv"):
-        fail("--format must be table, json or csv")
+    check_choice("--format", fmt, TABULAR)
     chosen = choose(expected, quick=quick, only=list(only or ()))
     settings = Settings(home=home_dir(home), data_dir=data_dir, device=device, pinned_pools=reference_pins())
     started = time.monotonic()

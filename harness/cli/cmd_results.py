@@ -17,7 +17,7 @@ from ..data.readers import default_data_dir
 from ..measures import format_value
 from ..core.registry import stored_benchmark_name
 from ..store.results import store_path
-from .console import console, fail, home_dir, log_line, open_store, out, warn
+from .console import check_choice, console, fail, home_dir, log_line, open_store, out, warn
 from .options import BenchmarkFilterOpt, HomeOpt, RetrieverFilterOpt, data_dir_option
 
 
@@ -32,6 +32,7 @@ def breakdown(
     """Per-group means of stored per-query measures (e.g. NegConstraint by query category)."""
     from ..measures import group_by
 
+    check_choice("--format", fmt, ("table", "json"))
     benchmark = stored_benchmark_name(benchmark)
     with open_store(home) as store:
         infos = {b.version: b for b in store.benchmarks() if b.name == benchmark}
@@ -85,8 +86,7 @@ def export_cmd(
     from ..store.exchange import export_jsonl
     from ..record.runfiles import export_trec
 
-    if fmt not in ("jsonl", "trec"):
-        fail("--format must be jsonl or trec")
+    check_choice("--format", fmt, ("jsonl", "trec"))
     if fmt == "trec" and path == "-":
         fail("--format trec writes one file per result: give a directory")
     benchmark = stored_benchmark_name(benchmark) if benchmark else None

@@ -316,6 +316,14 @@ def fail(msg: str, code: int = 2) -> NoReturn:
     raise CommandError(msg, code)
 
 
+def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
+    """``value`` when it is one of ``choices``, else the command stops with one line naming ``flag``,
+    the choices and what was given (printed as plain text)."""
+    if value not in choices:
+        fail(f"{flag} must be one of {', '.join(choices)} (got {value!r})")
+    return value
+
+
 def warn(msg: str) -> None:
     console.print(Text("warning: ", style="bold yellow") + Text(msg), soft_wrap=True)
 

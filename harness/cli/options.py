@@ -27,6 +27,9 @@ def prices_option(help: str = "Extra prices TOML on top of harness/models/prices
     return typer.Option("--prices", help=help)
 
 
+# the --format choices of every command that prints a table or its rows as data
+TABULAR = ("table", "json", "csv")
+
 # Help texts are plain text: brackets such as ``[retrievers.NAME]`` are words, not console markup.
 TYPER_SETTINGS: dict[str, Any] = {"no_args_is_help": True, "rich_markup_mode": None}
 
