@@ -84,7 +84,6 @@ from harness.data import default_home
 __all__ = [
     "TRIPLET_FIELDS", "WordNetUnavailable", "load_wordnet", "wordnet_root", "normalise",
     "antonym_pairs", "synonym_pairs", "build_stage1_triplets", "write_jsonl", "read_triplets",
-    "main",
 ]
 
 TRIPLET_FIELDS = ("query", "positive", "hard_negative")

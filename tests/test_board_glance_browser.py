@@ -16,7 +16,6 @@ Screenshots of every page type at both sizes go to ``$BEYONDSIM_ARTIFACTS/screen
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from pathlib import Path
 from typing import Any, Iterator

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,12 @@ from typer.testing import CliRunner
 
 import harness
 from harness.cli import app
-from harness.core.types import Run, RunError
+from harness.core.types import Run
 from harness.data.runs import RunFileError, read_run, trec_order
 from harness.run.pools import (PoolError, build_pool, describe, pool_hash, read_pool, reference_run,
                                write_pool)
 from harness.store.results import Store
 from harness.store.trust import VERIFIED, trust_of
-from harness.types import Query
 
 from factories import make_benchmark, make_corpus
 

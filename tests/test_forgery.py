@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import zlib
 from pathlib import Path
 
 import pytest

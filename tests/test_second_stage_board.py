@@ -409,7 +409,7 @@ def test_the_paper_tables_hold_the_track(board) -> None:
     assert rows[label("Rev", "bm25@100")]["listed"] == "apart"
     (swap,) = [r for r in store.results(benchmark="diag/antonym") if r.label == label("Swap", "bm25@100")]
     assert rows[swap.label]["measures"]["Sat@10"]["mean"] == pytest.approx(swap.measures["Sat@10"].mean)
-    md = dict(documents(lb, "md"))[f"second-stage/suite-constraint-bm25-100.md"]
+    md = dict(documents(lb, "md"))["second-stage/suite-constraint-bm25-100.md"]
     assert "| pool oracle \\[bm25@100\\] | ceiling |" in md
     assert "(not above the shuffled pool)" in md
     tex = dict(documents(lb, "latex"))[f"second-stage/diag-antonym-bm25-100-{h[:8]}.tex"]

@@ -238,7 +238,7 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     heads = page.eval_on_selector_all("table#efficiency-results thead th", "hs => hs.map(h => h.textContent.trim())")
     assert {"offline s", "offline CPU s", "online s", "online CPU s", "model load s"} <= set(heads)
     # dense loaded its encoder once, in its first result: that time is in "model load s", not "offline s"
-    cpu = page.eval_on_selector_all(f"table#efficiency-results td.online_cpu", "cs => cs.map(c => c.dataset.value)")
+    cpu = page.eval_on_selector_all("table#efficiency-results td.online_cpu", "cs => cs.map(c => c.dataset.value)")
     assert all(v != "" for v in cpu)
     # cold offline seconds: dense needs an encoder, so none of its rows costs nothing offline, even those
     # whose model was already loaded by an earlier result of the same run (charged what loading it cost)

@@ -18,7 +18,7 @@ from harness import registry
 from harness.core.citation import Citation
 from harness.registry import get_retriever_class, retriever_info
 from harness.measures.stats import bootstrap_cis
-from tests.test_site import (ANT, NQ, SUITES, _mv, build_store, negc, read, record, render_with_suites,
+from tests.test_site import (ANT, NQ, SUITES, build_store, negc, read, record, render_with_suites,
                              table_rows)
 
 TRAINED = "nnn-tr"

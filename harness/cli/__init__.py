@@ -29,7 +29,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import contextlib
 import importlib.util
 import site
-import sys
 import sysconfig
 import traceback
 from pathlib import Path

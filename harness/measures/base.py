@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from itertools import compress, count, repeat
+from itertools import compress, count
 from operator import itemgetter, le
 from typing import Any, ClassVar, Container, Iterable, Mapping, Sequence
 

@@ -15,7 +15,7 @@ from .. import plots
 from harness import registry
 
 from ..compare import (BASELINE, CHANCE_LEVEL, COMPARATOR, SLICE_RE, BenchmarkComparison, BenchmarkSection,
-                       PairedTest, base_name, is_local, measure_higher_is_better, measure_sort_key)
+                       PairedTest, base_name, is_local, measure_higher_is_better)
 from ..scatter import Point, scatter_svg
 from ..sweeps import SweepGrid, sweep_grids
 from ..text import DASH, finite, fmt_num, fmt_p, measure_counted, measure_decimals, rank_text, round_half_up, slugify

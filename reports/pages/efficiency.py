@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from harness.cost.audit import paper_rows, paper_settings
 from harness.cost.figures import Costs, Money
-from harness.core.ledger import call_totals, phase_totals
+from harness.core.ledger import call_totals
 from harness.registry import RegistryError, suites
 
 from ..compare import ConfigGroup, measure_higher_is_better
