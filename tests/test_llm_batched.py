@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harness.models.llm_batched import (BadRequest, BatchedServer, GenRequest, Sampling, Scheduler, common_prefix,
@@ -584,6 +585,36 @@ def test_the_grammar_shortcut_picks_what_the_whole_vocabulary_would(engine, shar
             fast.free()
             full.free()
     assert checked >= 40
+
+
+@pytest.mark.llm
+def test_a_copy_replaces_the_cells_the_sequence_held(engine, shared_data):
+    """``seq_cp`` onto a sequence that holds cells of its own (a slot's last prompt, when another
+    slot shares more of the next one): the sequence is then the copy alone. llama.cpp's copy only
+    adds cells, so without dropping the old ones first the next position is refused (its old cells
+    reach further) or, where they do not, they stay in its attention beside the copy's."""
+    (body,) = deo_bodies(shared_data, 1)
+    prompt, _ = engine.prompt_tokens(parse_chat_request(body, 1).message_dicts())
+    a, b = prompt[:40], prompt[120:40:-1]  # b: 80 other tokens, longer than a
+    for s in range(engine.slots):
+        engine.seq_rm(s)
+    engine.clear()
+    for p, t in enumerate(a):
+        engine.add(t, p, 0, False)
+    for p, t in enumerate(b):
+        engine.add(t, p, 1, False)
+    engine.decode()
+    engine.seq_cp(0, 1)
+    L, mem = engine.L, engine.mem
+    assert (L.llama_memory_seq_pos_min(mem, 1), L.llama_memory_seq_pos_max(mem, 1)) == (0, len(a) - 1)
+    engine.clear()
+    rows = [engine.add(prompt[len(a)], len(a), seq, True) for seq in (0, 1)]
+    engine.decode()  # refused (llama_decode -1) when sequence 1 still held b's positions 40–79
+    logits = [np.ctypeslib.as_array(L.llama_get_logits_ith(engine.ctx, i), shape=(engine.n_vocab,)).copy()
+              for i in rows]
+    np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-3)
+    for s in range(engine.slots):
+        engine.seq_rm(s)
 
 
 @pytest.fixture(scope="module")

@@ -403,7 +403,11 @@ class Engine:
 
     def seq_cp(self, src: int, dst: int) -> None:
         """Make sequence ``dst`` a copy of sequence ``src`` (in a shared cache its cells are marked
-        as ``dst``'s too; with a stream per sequence the stream is copied at the next decode)."""
+        as ``dst``'s too; with a stream per sequence the stream is copied at the next decode).
+        ``dst``'s own cells are dropped first: llama.cpp's copy only adds ``src``'s cells to
+        ``dst``, so cells ``dst`` held would stay beside them, at the same positions, in its
+        attention (and the next token after the copy's end would be refused as out of order)."""
+        self.seq_rm(dst)
         self.L.llama_memory_seq_cp(self.mem, src, dst, -1, -1)
 
     def seq_pos_min(self, seq: int) -> int:
