@@ -11,9 +11,8 @@ context that decodes up to ``slots`` sequences at once, built on llama-cpp-pytho
   the prompts being read; one ``llama_decode`` evaluates it; every sequence whose logits came out
   samples its next token. A finished sequence frees its slot at once and a waiting request takes
   it (continuous batching). The HTTP threads only check and queue requests and wait for their reply.
-- **Slots.** The context has ``slots`` sequences of up to ``n_ctx`` tokens each, in one KV cache of
-  ``slots × n_ctx`` cells (``kv_unified``: a prefix two sequences share is held once), so a request
-  never waits for room: a prompt of ``n_ctx`` tokens or more is a 400, and ``max_tokens`` is cut to
+- **Slots.** The context has ``slots`` sequences of up to ``n_ctx`` tokens each, a KV stream of
+  ``n_ctx`` cells per sequence, so a request never waits for room: a prompt of ``n_ctx`` tokens or more is a 400, and ``max_tokens`` is cut to
   ``n_ctx`` minus the prompt, as llama_cpp.server does. A request
   with ``n`` choices takes ``n`` slots: its prompt is read once and copied to the others
   (``llama_memory_seq_cp``); choice ``j`` is sampled with seed ``seed + j`` (``seed`` 0 when the
@@ -293,7 +292,7 @@ class Engine:
 
     def __init__(self, model_path: str | Path, slots: int = DEFAULT_SLOTS, n_ctx: int = DEFAULT_N_CTX,
                  threads: int = 1, n_batch: int = DEFAULT_N_BATCH, chat_format: str = "gemma",
-                 flash_attn: bool = False, kv_unified: bool = True):
+                 flash_attn: bool = False, kv_unified: bool = False):
         import numpy as np
         import llama_cpp as L
 
@@ -317,8 +316,11 @@ class Engine:
         cp.n_batch = cp.n_ubatch = n_batch
         cp.n_seq_max = slots
         cp.n_threads = cp.n_threads_batch = threads
-        # one cache the sequences share (a prefix they share is held once); off: a stream of n_ctx
-        # cells per sequence, which llama.cpp decodes markedly slower here (split batches)
+        # a stream of n_ctx cells per sequence. One cache the sequences share (kv_unified) gives
+        # Gemma 3 (sliding-window layers) other logits for a sequence whose cells do not start the
+        # cache: in llama-cpp-python 0.3.36, up to 0.74 apart (logit spread 3.2) from the same
+        # prompt decoded alone, whether or not the other sequence is in the same batch; with a
+        # stream per sequence they are equal to the last bit (tests/test_llm_batched.py)
         cp.kv_unified = kv_unified
         cp.swa_full = False  # sliding-window layers keep only their window
         cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -1023,7 +1025,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n_batch", type=int, default=DEFAULT_N_BATCH, help="tokens in one decode")
     ap.add_argument("--chat_format", default="gemma", help="llama-cpp-python chat format (its format_NAME)")
     ap.add_argument("--flash_attn", action="store_true", help="flash attention")
-    ap.add_argument("--kv_split", action="store_true", help="a KV stream of n_ctx cells per slot instead of one shared cache")
+    ap.add_argument("--kv_unified", action="store_true", help="one KV cache the slots share instead of a stream "
+                    "of n_ctx cells per slot (gives Gemma 3 other logits for a sequence behind another's cells)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--quiet", action="store_true", help="no line per request")
@@ -1035,7 +1038,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         quiet_llama_logs()
         engine = Engine(path, slots=a.slots, n_ctx=a.n_ctx, threads=a.threads, n_batch=a.n_batch,
-                        chat_format=a.chat_format, flash_attn=a.flash_attn, kv_unified=not a.kv_split)
+                        chat_format=a.chat_format, flash_attn=a.flash_attn, kv_unified=a.kv_unified)
     except (ValueError, EngineError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
