@@ -259,3 +259,40 @@ benchmarks = [{bench}]
     files["bundle"].unlink()
     res = invoke("reference", "bundle", "--home", str(second), "--add")
     assert res.exit_code != 0 and "no bundle" in res.output and not files["bundle"].exists()
+
+
+def test_a_slice_and_the_whole_set_under_one_label_keep_their_own_note_and_tolerance(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """Two configurations of one label, one on the whole benchmark and one on its first 2 queries
+    (as DEO runs): each bundled result carries its own configuration's note, and each reproduction
+    row its tolerance and reason — whichever of them the plan lists first."""
+    from harness.record.bundle import bundle_rows
+
+    for slice_first in (False, True):
+        root = tmp_path / f"slice-first-{slice_first}"
+        whole = '''
+[[config]]
+retriever = "bm25"
+label = "bm25 (k1=0.9)"
+params = { k1 = 0.9 }
+benchmarks = [{bench}]
+note = "every query"
+tolerance = 0.01
+reason = "the whole set"
+'''
+        part = whole.replace("every query", "the first 2 queries").replace("0.01", "0.05").replace(
+            "the whole set", "a slice").replace("benchmarks = [{bench}]", "benchmarks = [{bench}]\nmax_queries = 2")
+        root.mkdir()
+        files = install_plan(root, monkeypatch, more=(part + whole) if slice_first else (whole + part))
+        build = root / "builder"
+        assert invoke("reference", "build", "--home", str(build)).exit_code == 0
+        res = invoke("reference", "bundle", "--home", str(build))
+        assert res.exit_code == 0 and "wrote 4 result(s)" in res.output, res.output
+        with gzip.open(files["bundle"], "rt", encoding="utf-8") as f:
+            notes = {d["benchmark"]: d["extra"]["reference"]["note"] for d in map(json.loads, f)
+                     if d.get("kind") is None and d["label"] == "bm25 (k1=0.9)"}
+        assert notes == {BENCH: "every query", f"{BENCH}[:2]": "the first 2 queries"}
+        rows = [r for r in bundle_rows(files["plan"], files["bundle"]) if r.label == "bm25 (k1=0.9)"]
+        got = {(r.benchmark, r.tolerance, r.reason.rsplit("tolerance: ", 1)[1]) for r in rows
+               if not r.measure.startswith("FVR@")}
+        assert got == {(BENCH, 0.01, "the whole set"), (f"{BENCH}[:2]", 0.05, "a slice")}

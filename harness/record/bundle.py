@@ -168,12 +168,10 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
     why a row is a slice or differs from the paper."""
     from ..store.exchange import export_jsonl
 
-    notes = {c.display: c.note for c in plan.config if c.note} if plan is not None else {}
-
     def annotate(rec: ResultRecord) -> None:
-        note = notes.get(rec.label)
-        if note:
-            rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": note}}
+        c = config_of(plan, rec.label, rec.benchmark) if plan is not None else None
+        if c is not None and c.note:
+            rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": c.note}}
 
     with _bundle_writer(Path(path)) as text:
         n = export_jsonl(store, text, depth=depth, annotate=annotate)
@@ -437,17 +435,15 @@ def bundle_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
     from ..store.exchange import read_export_file
 
     plan = load_plan(Path(plan_path))
-    configs = {c.display: c for c in plan.config}
     records = [it.record for it in read_export_file(str(bundle_path)) if getattr(it, "record", None) is not None]
     source = f"reference bundle {bundle_id(Path(bundle_path))}"
-    specs = {name: dataclasses.replace(make_spec(c.retriever, c.params, label=c.label), pool_name=c.pool)
-             for name, c in configs.items()}
-    order = {name: i for i, name in enumerate(configs)}
-    records = sorted((r for r in records if r.label in configs and r.seed == plan.matrix.seed
-                      and _same_configuration(r.spec, specs[r.label])), key=lambda r: order[r.label])
+    specs = [config_spec(c) for c in plan.config]
+    matched = [(i, rec) for rec in records if rec.seed == plan.matrix.seed
+               for i in [_config_index(plan, rec.label, rec.benchmark, rec.spec, specs)] if i is not None]
+    matched.sort(key=lambda t: t[0])  # the plan's configuration order, then the bundle's (a stable sort)
     rows: list[Row] = []
-    for rec in records:
-        c, spec = configs[rec.label], specs[rec.label]
+    for i, rec in matched:
+        c, spec = plan.config[i], specs[i]
         whole = split_slice(rec.benchmark)[0]
         for m in plan.matrix.measures.get(whole, plan.matrix.default_measures):
             mv = rec.measures.get(m)
@@ -463,6 +459,32 @@ def bundle_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
                             quick=c.quick and whole in plan.matrix.quick_benchmarks, seed=rec.seed))
     check_unique(rows, str(bundle_path))
     return rows
+
+
+def config_spec(c: PlanConfig) -> RetrieverSpec:
+    """The retriever spec a plan configuration runs (its pool named)."""
+    return dataclasses.replace(make_spec(c.retriever, c.params, label=c.label), pool_name=c.pool)
+
+
+def _config_index(plan: Plan, label: str, benchmark: str, stored: Mapping[str, Any] | None = None,
+                  specs: Sequence[RetrieverSpec] | None = None) -> int | None:
+    base, n = split_slice(benchmark)
+    for k, c in enumerate(plan.config):
+        if c.display != label or c.max_queries != n or (c.benchmarks and base not in c.benchmarks):
+            continue
+        if stored is None or specs is None or _same_configuration(stored, specs[k]):
+            return k
+    return None
+
+
+def config_of(plan: Plan, label: str, benchmark: str) -> PlanConfig | None:
+    """The configuration of ``plan`` a result of ``label`` on ``benchmark`` comes from: the first of
+    that label whose slice is the benchmark name's (``nevir[:25]``: ``max_queries = 25``; no slice:
+    none) and whose benchmarks, where it lists them, hold it. Several configurations share a label
+    when one runs a slice of the benchmarks another runs whole (DEO on the full sets and on their
+    first 25 queries), each with its own note and tolerance."""
+    i = _config_index(plan, label, benchmark)
+    return None if i is None else plan.config[i]
 
 
 def _same_configuration(stored: Mapping[str, Any], spec: RetrieverSpec) -> bool:
