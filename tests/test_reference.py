@@ -296,3 +296,18 @@ reason = "the whole set"
         got = {(r.benchmark, r.tolerance, r.reason.rsplit("tolerance: ", 1)[1]) for r in rows
                if not r.measure.startswith("FVR@")}
         assert got == {(BENCH, 0.01, "the whole set"), (f"{BENCH}[:2]", 0.05, "a slice")}
+        if not slice_first:
+            continue
+        # a partial build added later: the results it does not rebuild take the plan's notes as they are now
+        files["plan"].write_text(files["plan"].read_text(encoding="utf-8").replace(
+            'note = "every query"', 'note = "every query, said again"'), encoding="utf-8")
+        again = root / "again"
+        assert invoke("reference", "build", "--home", str(again), "--only", "bm25").exit_code == 0
+        res = invoke("reference", "bundle", "--home", str(again), "--add")
+        assert res.exit_code == 0, res.output
+        with gzip.open(files["bundle"], "rt", encoding="utf-8") as f:
+            notes = {(d["label"], d["benchmark"]): (d["extra"].get("reference") or {}).get("note")
+                     for d in map(json.loads, f) if d.get("kind") is None}
+        assert notes == {("bm25", BENCH): None, ("bm25 (k1=0.5)", BENCH): "a second configuration",
+                         ("bm25 (k1=0.9)", BENCH): "every query, said again",
+                         ("bm25 (k1=0.9)", f"{BENCH}[:2]"): "the first 2 queries"}

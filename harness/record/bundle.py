@@ -241,6 +241,7 @@ def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: 
     ``path``, as :func:`write_bundle` would write them: a result whose key the bundle holds is
     replaced (a rebuild), the others are added after the bundle's; each benchmark's content lines
     (the ranked documents, queries and judgments a reader needs) gain what the new results rank.
+    With ``plan``, every result's note (new or held) is its configuration's in that plan.
     Written to a temporary file and renamed. Returns (added, replaced)."""
     from ..store.exchange import CONTENT_KIND
 
@@ -280,6 +281,13 @@ def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: 
         if "documents" in have:
             have["documents"].sort(key=lambda x: x["docid"])
     lines += added
+    if plan is not None:  # every result's note as the plan gives it now (a note is words, never a figure)
+        for d in lines:
+            if "key" in d and isinstance(d.get("extra"), dict):
+                c = config_of(plan, str(d.get("label", "")), str(d.get("benchmark", "")))
+                d["extra"].pop(NOTE_KEY, None)
+                if c is not None and c.note:
+                    d["extra"][NOTE_KEY] = {"configuration": d["label"], "note": c.note}
     with _bundle_writer(path) as text:
         text.writelines(json.dumps(d, sort_keys=True, allow_nan=False) + "\n" for d in lines)
     return len(added), replaced
