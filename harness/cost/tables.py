@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from rich.table import Table
 
 from .audit import STORED, Audit, Projection
-from .figures import Money, dollars
+from .figures import Money, dollars, finite
 
 # -- output ----------------------------------------------------------------------------------------
 
@@ -229,17 +229,7 @@ def projection_notes(p: Projection) -> list[str]:
 def to_json(obj: Any) -> str:
     """``obj`` as strict JSON: a figure that is not a finite number (NaN, ±inf) is written as null,
     never as the ``NaN`` token most JSON readers refuse."""
-    return json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    return json.dumps(finite(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
