@@ -635,22 +635,14 @@ def test_a_copy_replaces_the_cells_the_sequence_held(engine, shared_data):
     (body,) = deo_bodies(shared_data, 1)
     prompt, _ = engine.prompt_tokens(parse_chat_request(body, 1).message_dicts())
     a, b = prompt[:40], prompt[120:40:-1]  # b: 80 other tokens, longer than a
-    for s in range(engine.slots):
-        engine.seq_rm(s)
-    engine.clear()
-    for p, t in enumerate(a):
-        engine.add(t, p, 0, False)
-    for p, t in enumerate(b):
-        engine.add(t, p, 1, False)
-    engine.decode()
+    _decode(engine, [(0, a), (1, b)])
     engine.seq_cp(0, 1)
     L, mem = engine.L, engine.mem
     assert (L.llama_memory_seq_pos_min(mem, 1), L.llama_memory_seq_pos_max(mem, 1)) == (0, len(a) - 1)
     engine.clear()
     rows = [engine.add(prompt[len(a)], len(a), seq, True) for seq in (0, 1)]
     engine.decode()  # refused (llama_decode -1) when sequence 1 still held b's positions 40–79
-    logits = [np.ctypeslib.as_array(L.llama_get_logits_ith(engine.ctx, i), shape=(engine.n_vocab,)).copy()
-              for i in rows]
+    logits = [_logits(engine, i) for i in rows]
     np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-3)
     for s in range(engine.slots):
         engine.seq_rm(s)

@@ -12,9 +12,9 @@ context that decodes up to ``slots`` sequences at once, built on llama-cpp-pytho
   samples its next token. A finished sequence frees its slot at once and a waiting request takes
   it (continuous batching). The HTTP threads only check and queue requests and wait for their reply.
 - **Slots.** The context has ``slots`` sequences of up to ``n_ctx`` tokens each, a KV stream of
-  ``n_ctx`` cells per sequence, so a request never waits for room: a prompt of ``n_ctx`` tokens or more is a 400, and ``max_tokens`` is cut to
-  ``n_ctx`` minus the prompt, as llama_cpp.server does. A request
-  with ``n`` choices takes ``n`` slots: its prompt is read once and copied to the others
+  ``n_ctx`` cells per sequence, so a request never waits for room: a prompt of ``n_ctx`` tokens or
+  more is a 400, and ``max_tokens`` is cut to ``n_ctx`` minus the prompt, as llama_cpp.server
+  does. A request with ``n`` choices takes ``n`` slots: its prompt is read once and copied to the others
   (``llama_memory_seq_cp``); choice ``j`` is sampled with seed ``seed + j`` (``seed`` 0 when the
   request gives none), as a one-choice request with that seed is.
 - **Prompt reuse.** A slot keeps its cells when its request ends; a new prompt starts from the

@@ -169,9 +169,9 @@ def write_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: P
     from ..store.exchange import export_jsonl
 
     def annotate(rec: ResultRecord) -> None:
-        c = config_of(plan, rec.label, rec.benchmark) if plan is not None else None
-        if c is not None and c.note:
-            rec.extra = {**rec.extra, NOTE_KEY: {"configuration": rec.label, "note": c.note}}
+        note = _reference_note(plan, rec.label, rec.benchmark)
+        if note:
+            rec.extra = {**rec.extra, NOTE_KEY: note}
 
     with _bundle_writer(Path(path)) as text:
         n = export_jsonl(store, text, depth=depth, annotate=annotate)
@@ -284,10 +284,10 @@ def add_to_bundle(store: Store, path: Path, *, depth: int = BUNDLE_DEPTH, plan: 
     if plan is not None:  # every result's note as the plan gives it now (a note is words, never a figure)
         for d in lines:
             if "key" in d and isinstance(d.get("extra"), dict):
-                c = config_of(plan, str(d.get("label", "")), str(d.get("benchmark", "")))
                 d["extra"].pop(NOTE_KEY, None)
-                if c is not None and c.note:
-                    d["extra"][NOTE_KEY] = {"configuration": d["label"], "note": c.note}
+                note = _reference_note(plan, str(d.get("label", "")), str(d.get("benchmark", "")))
+                if note:
+                    d["extra"][NOTE_KEY] = note
     with _bundle_writer(path) as text:
         text.writelines(json.dumps(d, sort_keys=True, allow_nan=False) + "\n" for d in lines)
     return len(added), replaced
@@ -446,8 +446,11 @@ def bundle_rows(plan_path: str | Path, bundle_path: str | Path) -> list[Row]:
     records = [it.record for it in read_export_file(str(bundle_path)) if getattr(it, "record", None) is not None]
     source = f"reference bundle {bundle_id(Path(bundle_path))}"
     specs = [config_spec(c) for c in plan.config]
-    matched = [(i, rec) for rec in records if rec.seed == plan.matrix.seed
-               for i in [_config_index(plan, rec.label, rec.benchmark, rec.spec, specs)] if i is not None]
+    matched: list[tuple[int, ResultRecord]] = []
+    for rec in records:
+        i = _config_index(plan, rec.label, rec.benchmark, rec.spec, specs) if rec.seed == plan.matrix.seed else None
+        if i is not None:
+            matched.append((i, rec))
     matched.sort(key=lambda t: t[0])  # the plan's configuration order, then the bundle's (a stable sort)
     rows: list[Row] = []
     for i, rec in matched:
@@ -493,6 +496,12 @@ def config_of(plan: Plan, label: str, benchmark: str) -> PlanConfig | None:
     first 25 queries), each with its own note and tolerance."""
     i = _config_index(plan, label, benchmark)
     return None if i is None else plan.config[i]
+
+
+def _reference_note(plan: Plan | None, label: str, benchmark: str) -> dict[str, str] | None:
+    """``extra["reference"]`` of a bundled result: its configuration's label and note, or None."""
+    c = config_of(plan, label, benchmark) if plan is not None else None
+    return {"configuration": label, "note": c.note} if c is not None and c.note else None
 
 
 def _same_configuration(stored: Mapping[str, Any], spec: RetrieverSpec) -> bool:
