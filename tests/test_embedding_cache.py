@@ -125,3 +125,34 @@ def test_cuda_encoding_matches_cpu(tmp_path: Path) -> None:  # pragma: no cover 
     fresh = EncoderPool(tmp_path / "gpu", "cuda")
     np.testing.assert_array_equal(np.array(fresh.encode(MODEL, TEXTS)), b)
     assert fresh.stats["cache_hits"] == 1 and fresh.stats["encoded"] == 0
+
+
+def test_two_pools_needing_one_entry_at_once_encode_it_once(tmp_path: Path, no_network) -> None:
+    """Two pools on one cache (as two processes over one home would be): while the first encodes an
+    entry under its lock, the second waits for it and reads the first one's file instead of encoding
+    the same texts again (flock locks belong to the open file, so two pools in one process exclude each
+    other as two processes do)."""
+    import threading
+    import time
+
+    first, second = EncoderPool(tmp_path / "cache", "cpu"), EncoderPool(tmp_path / "cache", "cpu")
+    model = first.model(MODEL)
+    started = threading.Event()
+    real_encode = model.encode
+
+    def slow_encode(*args, **kwargs):  # the first pool's encoder: still busy when the second asks
+        started.set()
+        time.sleep(0.5)
+        return real_encode(*args, **kwargs)
+
+    model.encode = slow_encode
+    out: dict[str, np.ndarray] = {}
+    worker = threading.Thread(target=lambda: out.setdefault("first", first.encode(MODEL, TEXTS)))
+    worker.start()
+    assert started.wait(30)
+    out["second"] = second.encode(MODEL, TEXTS)
+    worker.join(30)
+    assert first.stats["cache_misses"] == 1 and first.stats["encoded"] == 3
+    assert second.stats == {"encoded": 0, "cache_hits": 1, "cache_misses": 0, "cache_discarded": 0}
+    np.testing.assert_array_equal(out["second"], out["first"])
+    assert only_entry(tmp_path / "cache")

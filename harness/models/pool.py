@@ -33,6 +33,7 @@ from .llm_accounts import redact
 from .onnx import DEFAULT_BACKEND, ONNX_VARIANTS, _import_onnxruntime, check_backend, load_onnx_encoder
 from .resolve import (POOLING_MODES, EncoderError, default_device, hub_offline_uncached, model_fingerprint,
                       packaged_model_names, resolve_model)
+from ..core.files import exclusive_lock
 from ..core.progress import NullProgress
 
 
@@ -243,6 +244,31 @@ class EncoderPool:
         if self.cache is not None:
             entry = self.cache_key(name, texts, prefix=prefix, normalize=normalize, max_length=max_length,
                                    pooling=pooling, backend=backend)
+        with contextlib.ExitStack() as stack:
+            self._lock_entry(stack, entry)
+            return self._encode(name, texts, entry, prefix=prefix, normalize=normalize, batch_size=batch_size,
+                                max_length=max_length, description=description, chunk=chunk, pooling=pooling,
+                                backend=backend)
+
+    def _lock_entry(self, stack: contextlib.ExitStack, entry: tuple[str, str] | None) -> None:
+        """Hold (until ``stack`` closes) an exclusive lock on ``<cache>/<model>/.<key>.lock`` while
+        an entry is looked up and computed, so that two processes that need the same embeddings at
+        once (two runs over one home, test workers, Ray jobs on one file system) encode them once:
+        the second waits, then reads the first one's file. Where the lock file cannot be made (a
+        read-only cache) nothing is locked, and each writes its own copy atomically, as before."""
+        if entry is None or self.cache is None:
+            return
+        lock = self.cache.root / entry[0] / f".{entry[1]}.lock"
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(exclusive_lock(lock))
+        except OSError:
+            pass
+
+    def _encode(self, name: str, texts: list[str], entry: tuple[str, str] | None, *, prefix: str, normalize: bool,
+                batch_size: int, max_length: int | None, description: str, chunk: int, pooling: str | None,
+                backend: str) -> np.ndarray:
+        if self.cache is not None and entry is not None:
             cached = self.cache.get(*entry, rows=len(texts))
             self.stats["cache_discarded"] = self.cache.discarded
             if cached is not None:

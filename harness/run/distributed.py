@@ -17,7 +17,8 @@ given (``pip install 'beyondsim[ray]'``); without it nothing changes.
   ``BEYONDSIM_RAY_MAX_RETRIES``, default 2); a killed driver costs the jobs in flight. A rerun
   of the same command skips what is stored and computes the rest.
 - **Shared state.** Workers read and write the caches under ``<home>/cache`` (embeddings: ``.npy``
-  files written by atomic rename; LLM responses and the journal of billed calls: SQLite), so
+  files written by atomic rename, each computed under its entry's lock, so two jobs that need it at
+  once encode it once; LLM responses and the journal of billed calls: SQLite), so
   ``home`` must be one path that every node sees (a shared file system; on one machine, the same
   directory), and the data directory too. The LLM budget (``--max-usd``, ``--max-calls``) is one
   :class:`BudgetKeeper` actor on the driver's node that every worker's client reserves from and
@@ -50,10 +51,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..models.embedding_cache import EmbeddingCache
-from ..models.onnx import DEFAULT_BACKEND
 from ..models.pool import EncoderPool, load_encoder
 from ..core.errors import UserError
-from ..core.files import exclusive_lock
 from ..models.llm import Budget, BudgetExceeded, LLMClient, LLMSettings, cache_file
 from ..core.protocols import Progress
 from ..core.registry import RetrieverSpec, looks_like_path, make_spec, retriever_info, stored_benchmark_name
@@ -311,36 +310,12 @@ def _worker_runner(settings: Settings, keeper: Any) -> Runner:
         if keeper is not None:
             runner._llm = LLMClient(settings.llm or LLMSettings(), cache_path=cache_file(settings.home),
                                     budget=RemoteBudget(keeper))  # type: ignore[arg-type]
-        _one_encoder_per_entry(runner.encoders)
         min_texts = _env_int(ENV_ENCODE_MIN, DEFAULT_ENCODE_MIN)
         if min_texts > 0:
             runner.encoders.bulk_encode = _bulk_encode
             runner.encoders.bulk_min_texts = min_texts
         _WORKER.runner, _WORKER.key = runner, key
     return _WORKER.runner
-
-
-def _one_encoder_per_entry(pool: EncoderPool) -> None:
-    """Make ``pool.encode`` hold an exclusive lock on ``<cache>/<model>/.<key>.lock`` while it looks up
-    and computes an entry, so two jobs that need the same embeddings at once (two retrievers over one
-    corpus, on two nodes) encode them once: the second waits and reads the first one's file
-    (:func:`harness.core.files.exclusive_lock`: POSIX ``flock``; where it is missing the jobs encode
-    side by side, as before)."""
-    if pool.cache is None:
-        return
-    inner, cache = pool.encode, pool.cache
-
-    def encode(name: str, texts: Sequence[str], **kw: Any) -> np.ndarray:
-        texts = list(texts)
-        folder, key = pool.cache_key(name, texts, prefix=kw.get("prefix", ""), normalize=kw.get("normalize", True),
-                                     max_length=kw.get("max_length"), pooling=kw.get("pooling"),
-                                     backend=kw.get("backend", DEFAULT_BACKEND))
-        lock = cache.root / folder / f".{key}.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(lock):
-            return inner(name, texts, **kw)
-
-    pool.encode = encode  # type: ignore[method-assign]
 
 
 WORKER_BENCHMARKS = 4  # benchmarks (with their splits) a worker keeps loaded between jobs
