@@ -46,7 +46,7 @@ Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hes
 backtracking on f_W (f_W(r + tΔ) for any t from ``D_W r`` and ``D_W Δ``). The d × d matrix
 ``M = λ2 I + D_SᵀD_S`` (its upper triangle; float32, float64 when λ2 < 0.01) is updated by
 symmetric rank-k updates of the rows that enter or leave S (rebuilt when more change than S holds)
-and factorised in its own precision (LAPACK's potrf; the systems by two triangular solves);
+and factorised in its own precision (torch's Cholesky; the systems by two triangular solves);
 while at most 16 rows have changed since the last factorisation the Newton system is solved by
 conjugate gradients on M preconditioned by the old factor. Products with the documents are
 float32 unless their error could reach a fifth of the tolerance (:func:`_float_floor`), or the
@@ -70,15 +70,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from scipy.linalg.blas import dsymv as _dsymv
-from scipy.linalg.blas import dsyrk as _dsyrk
-from scipy.linalg.blas import dtrsv as _dtrsv
-from scipy.linalg.blas import ssymv as _ssymv
-from scipy.linalg.blas import ssyrk as _ssyrk
-from scipy.linalg.blas import strsv as _strsv
-from scipy.linalg.lapack import dpotrf as _dpotrf
-from scipy.linalg.lapack import spotrf as _spotrf
 
+from ._blas import potrf_upper, symv_upper, syrk_upper, trsv_upper
 from .problem import _pools, _sparsify, _wide_count
 
 _F32 = np.float32
@@ -112,14 +105,19 @@ class _Hessian:
     """``M = λ2 I + D_SᵀD_S`` (its upper triangle only, updated in place by symmetric rank-k
     updates: half a product's work) for a set S of documents, and a Cholesky factor of M as it was
     at the last factorisation (``stale``: rows changed since); float32 unless λ2 < 0.01 (or a
-    float32 factor fails), where M's condition number can outgrow float32."""
+    float32 factor fails), where M's condition number can outgrow float32.
+
+    No kernel holds the interpreter lock (:mod:`._blas`: scipy's BLAS and LAPACK without its f2py
+    wrappers, which hold it), so the queries of :class:`_Workers` work on their matrices side by
+    side.
+    """
 
     def __init__(self, d: int, l2: float, stats: NewtonStats, spare: list[np.ndarray] | None = None):
         self.l2, self.d = l2, d
         self.single = l2 >= 1e-2
         self.spare = spare if spare is not None else []  # matrices of finished queries, to reuse
         self.M = self._identity()
-        self.factor: Any = None
+        self.factor: Any = None  # the upper Cholesky factor U of M (M = UᵀU), Fortran order
         self.stale = 0
         self.stats = stats
 
@@ -127,22 +125,23 @@ class _Hessian:
     def dtype(self) -> Any:
         return _F32 if self.single else np.float64
 
+    def _matrix(self, dt: Any) -> np.ndarray:
+        """A d × d matrix of ``dt`` in Fortran order (its values undefined): a spare one when one
+        is at hand."""
+        for k in range(len(self.spare) - 1, -1, -1):
+            if self.spare[k].dtype == dt:
+                return self.spare.pop(k)
+        return np.empty((self.d, self.d), dtype=dt, order="F")
+
     def _identity(self) -> np.ndarray:
-        """λ2 I in M's precision, in a spare matrix when one is at hand."""
-        dt = self.dtype
-        if self.spare and self.spare[-1].dtype == dt:
-            M = self.spare.pop()
-            M.fill(0.0)
-        else:
-            M = np.zeros((self.d, self.d), dtype=dt, order="F")
+        """λ2 I in M's precision."""
+        M = self._matrix(self.dtype)
+        M.fill(0.0)
         np.fill_diagonal(M, self.l2)
         return M
 
     def _update(self, rows: np.ndarray, sign: float) -> None:
-        if self.single:
-            self.M = _ssyrk(sign, rows.T, beta=1.0, c=self.M, trans=0, overwrite_c=1)
-        else:
-            self.M = _dsyrk(sign, rows.T.astype(np.float64), beta=1.0, c=self.M, trans=0, overwrite_c=1)
+        syrk_upper(self.M, rows if rows.dtype == self.M.dtype else rows.astype(self.M.dtype), sign)
 
     @property
     def full(self) -> np.ndarray:
@@ -174,32 +173,40 @@ class _Hessian:
 
     def times(self, z: np.ndarray) -> np.ndarray:
         """M z (float64; the product in M's precision)."""
-        if self.M.dtype == _F32:
-            return _ssymv(1.0, self.M, z.astype(_F32)).astype(np.float64)
-        return _dsymv(1.0, self.M, z)
+        return symv_upper(self.M, z).astype(np.float64, copy=False)
+
+    def _cholesky(self) -> bool:
+        """U from M's upper triangle into the factor's buffer; whether M was positive definite."""
+        if self.factor is None or self.factor.dtype != self.M.dtype:
+            self.factor = self._matrix(self.M.dtype)
+        if potrf_upper(self.M, self.factor):
+            return True
+        self.factor = None
+        return False
 
     def _factorise(self) -> None:
-        """The upper Cholesky factor U of M (M = UᵀU) by LAPACK's potrf on a copy of M."""
+        """The upper Cholesky factor U of M (M = UᵀU) by LAPACK's potrf (M is not changed)."""
         self.stats.factorisations += 1
         self.stale = 0
         if self.single:
-            c, info = _spotrf(self.M, lower=0, clean=0)
-            if info == 0:
-                self.factor = c
+            if self._cholesky():
                 return
             self.single = False  # from here in float64 (a failure there: the caller rebuilds M)
             self.M = self.M.astype(np.float64, order="F")
-        c, info = _dpotrf(self.M, lower=0, clean=0)
-        if info != 0:
+        if not self._cholesky():
             raise np.linalg.LinAlgError("M is not positive definite")
-        self.factor = c
+
+    def release(self) -> None:
+        """Hand M and the factor's buffer to the spare matrices (the query is done)."""
+        self.spare.append(self.M)
+        if self.factor is not None:
+            self.spare.append(self.factor)
+            self.factor = None
 
     def _apply(self, g: np.ndarray) -> np.ndarray:
         """``(UᵀU)⁻¹ g`` by two triangular solves (float64 result)."""
-        c = self.factor
-        trsv = _strsv if c.dtype == _F32 else _dtrsv
-        y = trsv(c, g.astype(c.dtype), trans=1)
-        return trsv(c, y, trans=0, overwrite_x=1).astype(np.float64)
+        U = self.factor
+        return trsv_upper(U, trsv_upper(U, g, True), False).astype(np.float64, copy=False)
 
     def solve(self, g: np.ndarray, cg_above: int = 16, rtol: float = 5e-2) -> np.ndarray:
         """``M⁻¹ g``, approximately: by the last factor when M has not changed since, by conjugate
@@ -545,7 +552,7 @@ class _Solver:
         r, act, a, S, H, full = out
         if full and bound(r):
             wk.stats.by_bound += 1
-            wk.spare.append(H.M)
+            H.release()
             return "done", (h.row, C[act], a / self.l2)
         return "pend", (h.row, r, C[S], H, C)
 
@@ -574,7 +581,7 @@ class _Solver:
         outside = not bool(wk.member(act, cand).all())
         if gn <= self.inner:
             wk.stats.by_pass += 1
-            wk.spare.append(H.M)
+            H.release()
             return "done", (i, fin, fin_a / l2), outside
         # candidates: the actives, then the documents within widen·‖∇f‖ below λ1 (at most
         # band_max, value descending), then the rest of the support
@@ -601,7 +608,7 @@ class _Solver:
         r2, actC, a, S, H, full = out
         if full and bound(r2):
             wk.stats.by_bound += 1
-            wk.spare.append(H.M)
+            H.release()
             return "done", (i, C[actC], a / l2), outside
         return "pend", (i, r2, C[S], H, C), outside
 
