@@ -35,9 +35,10 @@ Thread counts (``--threads``, default ``1,default``): every table point and swee
 at each count in turn — ``1`` is one thread for torch's intra-op pool and for every BLAS and
 OpenMP pool of the process (numpy's, faiss's, torch's; through threadpoolctl), ``default`` the
 counts the process started with (the machine's cores unless ``OMP_NUM_THREADS`` and the like say
-otherwise), faiss and nnn-fix alike. A sweep over several counts ends with one line per (λ1, λ2):
-the ratios at each count and whether nnn-fix took longer with the larger count than with one
-thread (the goal: never).
+otherwise), faiss and nnn-fix alike. The sweep runs each point at every count back to back (a
+machine whose speed drifts over the sweep moves all counts alike) and ends with one line per
+(λ1, λ2): the ratios at each count and whether nnn-fix took longer with the larger count than with
+one thread, by how much (the goal: never).
 
 Every nnn-fix solution is checked afterwards (not timed) with the full-corpus KKT residual
 (:meth:`retrievers.fista.Solution.kkt`): the certificate that it is the exact minimiser to the
@@ -268,22 +269,36 @@ class Bench:
                   f" a query; certificate: full-corpus KKT residual max {pt.kkt_max:.1e}"
                   f" (tol {pt.tol:g}) -> {'CERTIFIED' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}", flush=True)
 
-    def sweep(self, l1s: list[float], l2s: list[float]) -> dict[tuple[float, float], Point]:
+    def sweep(self, l1s: list[float], l2s: list[float],
+              settings: list[int | None]) -> dict[str, dict[tuple[float, float], Point]]:
+        """Every (λ1, λ2) at every thread count of ``settings``, the counts back to back at each
+        point (so that a drift in the machine's speed over the sweep moves all counts alike);
+        a summary per count. Returns the points by count label, then by (λ1, λ2)."""
         a = self.args
         nq = min(a.sweep_queries or a.queries, a.queries)
-        print(f"-- λ sweep: {len(l1s)} × {len(l2s)} points, {nq} queries, {a.sweep_repeat} pair(s) per point,"
-              f" {self.threads} --")
-        grid: dict[tuple[float, float], Point] = {}
+        grids: dict[str, dict[tuple[float, float], Point]] = {}
+        print(f"\n-- λ sweep: {len(l1s)} × {len(l2s)} points, {nq} queries, {a.sweep_repeat} pair(s) per point"
+              f" and thread count, the counts in turn at each point --")
         for l2 in l2s:
             for l1 in l1s:
-                pt = self.pair(l1, l2, nq, a.sweep_repeat)
-                grid[l1, l2] = pt
-                print(f"λ1 = {l1:<5} λ2 = {l2:<5} ratio {pt.median:6.2f}x (vs BLAS {pt.median_blas:6.2f}x)"
-                      f"  support mean {pt.support_mean:7.1f} (max"
-                      f" {pt.support_max:5d})  passes {pt.passes:4.2f}  KKT max {pt.kkt_max:.1e}"
-                      f" {'certified' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}"
-                      f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]{blas_note(pt)}",
-                      flush=True)
+                for t in settings:
+                    with using_threads(t) as label:
+                        self.threads = label
+                        pt = self.pair(l1, l2, nq, a.sweep_repeat)
+                    grids.setdefault(label, {})[l1, l2] = pt
+                    print(f"λ1 = {l1:<5} λ2 = {l2:<5} {label:>20}  ratio {pt.median:6.2f}x (vs BLAS"
+                          f" {pt.median_blas:6.2f}x)  support mean {pt.support_mean:7.1f} (max"
+                          f" {pt.support_max:5d})  passes {pt.passes:4.2f}  KKT max {pt.kkt_max:.1e}"
+                          f" {'certified' if pt.kkt_max < pt.tol else 'NOT CERTIFIED'}"
+                          f"  [{goal_note(pt.median, goal_for(pt.l1, pt.l2))}]{blas_note(pt)}",
+                          flush=True)
+        for label, grid in grids.items():
+            print(f"\n-- the sweep at {label} --")
+            self.summary(grid, l1s, l2s)
+        return grids
+
+    def summary(self, grid: dict[tuple[float, float], Point], l1s: list[float], l2s: list[float]) -> None:
+        """The ratio tables of one thread count's sweep and its points within their goals."""
         if len(l2s) > 1:
             print("ratio nnn-fix / faiss (rows λ2, columns λ1):")
             print("  λ2 \\ λ1 " + "".join(f"{l1:>8}" for l1 in l1s))
@@ -298,7 +313,6 @@ class Bench:
               + (f"; worst {max(p.median for p in missed):.2f}x (λ1 = {max(missed, key=lambda p: p.median).l1},"
                  f" λ2 = {max(missed, key=lambda p: p.median).l2})" if missed else "")
               + f"; all {'certified' if all(p.kkt_max < p.tol for p in grid.values()) else 'NOT all certified'}")
-        return grid
 
     def full_corpus(self) -> None:
         a, D, Q, n = self.args, self.D, self.Q, self.n
@@ -389,20 +403,19 @@ def main(argv: list[str] | None = None) -> None:
         b = Bench(n, a, device)
         l1s = [float(x) for x in (args.l1_points_large if large else args.l1_points).split(",") if x]
         mode = "l1" if args.quick else (args.sweep_large if large else args.sweep)
-        grids: dict[str, dict[tuple[float, float], Point]] = {}
         for t in settings:
             with using_threads(t) as label:
                 b.threads = label
                 print(f"\n-- {label} --")
                 b.table_points(l1s, args.l2)
-                grid: dict[tuple[float, float], Point] = {}
-                if mode == "grid":
-                    grid = b.sweep(list(GRID), list(GRID))
-                elif mode in ("l1", "cross"):
-                    grid = b.sweep(list(GRID), [args.l2])
-                    if mode == "cross":
-                        grid.update(b.sweep([0.03], [l2 for l2 in GRID if l2 != args.l2]))
-                grids[label] = grid
+        grids: dict[str, dict[tuple[float, float], Point]] = {}
+        if mode == "grid":
+            grids = b.sweep(list(GRID), list(GRID), settings)
+        elif mode in ("l1", "cross"):
+            grids = b.sweep(list(GRID), [args.l2], settings)
+            if mode == "cross":
+                for label, more in b.sweep([0.03], [l2 for l2 in GRID if l2 != args.l2], settings).items():
+                    grids.setdefault(label, {}).update(more)
         if len(grids) > 1:
             thread_comparison(n, grids)
         b.threads = "default"
@@ -454,7 +467,8 @@ def thread_comparison(n: int, grids: dict[str, dict[tuple[float, float], Point]]
         also = [lab for lab in slow if grids[lab][k].t_blas > p1.t_blas]
         slower_points += bool(slow)
         slower_alone += bool(set(slow) - set(also))
-        note = "no" if not slow else ("yes: " + ", ".join(slow)
+        note = "no" if not slow else ("yes: " + ", ".join(f"{lab} (+{grids[lab][k].t_nnn / p1.t_nnn - 1:.1%})"
+                                                          for lab in slow)
                                       + (" (faiss's BLAS path slower too)" if len(also) == len(slow) else ""))
         print(f"  {k[0]:<6} {k[1]:<6}{cells} | {note}")
     print(f"points slower with more threads than with {base}: {slower_points}/{len(keys)}"
