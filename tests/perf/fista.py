@@ -222,15 +222,17 @@ class Bench:
 
     def pair(self, l1: float, l2: float, nq: int, repeat: int) -> Point:
         """``repeat`` alternating runs of faiss and of nnn-fix (as the retriever runs it) on the
-        first nq queries, then the full-corpus KKT check of the last nnn-fix solution."""
+        first nq queries (faiss's BLAS path the best of three runs in each: one slow pass of the
+        floor would flatter a ratio), then the full-corpus KKT check of the last nnn-fix
+        solution."""
         p = NNNParams(l1=l1, l2=l2)
         Q, Qn = self.Q[:nq], self.Qn[:nq]
         tf, tb, tn = [], [], []
         sol = None
         for _ in range(repeat):
             tf.append(timed(lambda: self.index.search(Qn, 10), torch.device("cpu"))[1])
-            with faiss_blas(max(nq, FAISS_BLAS_FROM)):
-                tb.append(timed(lambda: self.index.search(Qn, 10), torch.device("cpu"))[1])
+            with faiss_blas(max(nq, FAISS_BLAS_FROM)):  # the floor: its best of three (a pass is cheap)
+                tb.append(min(timed(lambda: self.index.search(Qn, 10), torch.device("cpu"))[1] for _ in range(3)))
             sol, t = timed(lambda: exact_solve(self.D, Q, p, DEFAULT_K), self.device)
             tn.append(t)
         assert sol is not None
