@@ -46,7 +46,7 @@ Semi-smooth Newton on W: at r, S = {j ∈ W : D_j·r > λ1}, the generalised Hes
 backtracking on f_W (f_W(r + tΔ) for any t from ``D_W r`` and ``D_W Δ``). The d × d matrix
 ``M = λ2 I + D_SᵀD_S`` (its upper triangle; float32, float64 when λ2 < 0.01) is updated by
 symmetric rank-k updates of the rows that enter or leave S (rebuilt when more change than S holds)
-and factorised in its own precision (torch's Cholesky; the systems by two triangular solves);
+and factorised in its own precision (LAPACK's potrf; the systems by two triangular solves);
 while at most 16 rows have changed since the last factorisation the Newton system is solved by
 conjugate gradients on M preconditioned by the old factor. Products with the documents are
 float32 unless their error could reach a fifth of the tolerance (:func:`_float_floor`), or the
