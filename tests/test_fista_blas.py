@@ -1,5 +1,6 @@
-"""The lock-free BLAS and LAPACK kernels of the Newton half (retrievers/fista/_blas.py) against
-numpy's dense formulation, in both precisions, and their checks of what they are given."""
+"""The BLAS and LAPACK kernels of the Newton half that release the interpreter lock
+(retrievers/fista/_blas.py) against numpy's dense formulation, in both precisions, and their
+checks of what they are given."""
 
 from __future__ import annotations
 
