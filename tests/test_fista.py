@@ -528,6 +528,36 @@ def test_band_certifies_after_one_guard_pass() -> None:
     np.testing.assert_allclose(sol.to_dense()[0].double().numpy(), ref, atol=1e-4)
 
 
+@pytest.mark.parametrize("l1,d,gram", [(0.1, 64, True), (0.01, 64, False), (0.01, 16, False)])
+def test_support_solve_recovers_the_minimiser_from_its_support(l1: float, d: int, gram: bool) -> None:
+    """The perf script's floor (``support_solve``): with the active set fixed at the solver's
+    supports, its residuals equal the minimiser's ``q − Dᵀx``, and ``x_S = (D_S r − λ1)/λ2`` its
+    coefficients — in the Gram form (λ1 = 0.1: every |S| ≤ d) and in the d-space form (λ1 =
+    0.01, where supports of 100–200 outgrow d); the residuals pass the whole-corpus KKT
+    conditions (no document outside S above λ1 + tol). Shared among three threads it returns the
+    same residuals in the same order."""
+    from tests.perf.fista import make_data, support_solve
+
+    D, Q = make_data(4000, d, 12, 2, torch.device("cpu"))
+    l2, tol = 0.1, 1e-6
+    sol = screened_solve(D, Q, l1, l2, tol=tol)
+    Dn, Qn = D.numpy(), Q.numpy()
+    lists = sol.lists()
+    sizes = [len(idx) for idx, _ in lists]
+    assert (max(sizes) <= d) == gram, sizes  # the form the case is for
+    R = support_solve(Dn, Qn, [idx for idx, _ in lists], l1, l2)
+    shared = support_solve(Dn, Qn, [idx for idx, _ in lists], l1, l2, threads=3)
+    for a, b in zip(R, shared):  # the queries shared among threads: the same residuals, in order
+        np.testing.assert_array_equal(a, b)
+    D64 = Dn.astype(np.float64)
+    for q, (idx, val), r in zip(Qn.astype(np.float64), lists, R):
+        own = q - val.astype(np.float64) @ D64[idx]
+        np.testing.assert_allclose(r, own, atol=2e-5)
+        np.testing.assert_allclose((D64[idx] @ r - l1) / l2, val, atol=2e-4)
+        off = np.delete(D64 @ r, idx)
+        assert off.max() <= l1 + 1e-4
+
+
 @pytest.mark.parametrize("l1,l2,chunk", [(0.01, 0.1, 3), (0.03, 0.3, 2)])
 def test_bands_of_different_widths_bound_their_own_rows(l1: float, l2: float, chunk: int) -> None:
     """The band after a guard pass grows with the violators of its chunk of queries, so rows of
