@@ -42,13 +42,13 @@ one thread, by how much (the goal: never).
 
 Every nnn-fix solution is checked afterwards (not timed) with the full-corpus KKT residual
 (:meth:`retrievers.fista.Solution.kkt`): the certificate that it is the exact minimiser to the
-tolerance. On CPU each table point also prints the floor of the formulation: two corpus passes
-(the dense one, one that certifies; each at least faiss's BLAS path) plus the d-space work of
-solving on the final supports once (:func:`support_solve`, timed), and how many times that floor
-nnn-fix takes: the share of its time spent finding the supports. The goals: nnn-fix ≤ 3× faiss as called (≤ 5× at λ1 = 0.03, λ2 = 1.0: ``GOALS``), and
-against faiss's BLAS path ≤ 3× at λ1 = 0.1 and ≤ 8× at λ1 = 0.01, λ2 = 0.1 (``BLAS_GOALS``, at
-every thread count); every point says whether its goals hold and, where not, how far it is. The table at the
-end lists each figure as measured in this run.
+tolerance. On CPU each table point also prints the floor of the formulation: two corpus passes (the
+dense one, one that certifies; each at least faiss's BLAS path) plus the d-space work of solving on
+the final supports once (:func:`support_solve`, timed), and how many times that floor nnn-fix
+takes: the share of its time spent finding the supports. The goals: nnn-fix ≤ 3× faiss as called (≤
+5× at λ1 = 0.03, λ2 = 1.0: ``GOALS``), and against faiss's BLAS path ≤ 3× at λ1 = 0.1 and ≤ 8× at
+λ1 = 0.01, λ2 = 0.1 (``BLAS_GOALS``, at every thread count); every point says whether its goals
+hold and, where not, how far it is. The table at the end lists each figure as measured in this run.
 """
 
 from __future__ import annotations
@@ -174,13 +174,13 @@ def support_solve(D: np.ndarray, Q: np.ndarray, supports: list[np.ndarray], l1: 
 
         from threadpoolctl import ThreadpoolController
 
-        parts = [list(range(k, len(Q), threads)) for k in range(threads)]
+        # thread k takes queries k, k + threads, ... and its residuals go back to those places
         with ThreadpoolController().limit(limits=1), ThreadPoolExecutor(threads) as ex:
-            done = list(ex.map(lambda ix: support_solve(D, Q[ix], [supports[i] for i in ix], l1, l2), parts))
+            done = list(ex.map(lambda k: support_solve(D, Q[k::threads], supports[k::threads], l1, l2),
+                               range(threads)))
         out: list[np.ndarray] = [np.zeros(0)] * len(Q)
-        for ix, rs in zip(parts, done):
-            for i, r in zip(ix, rs):
-                out[i] = r
+        for k, rs in enumerate(done):
+            out[k::threads] = rs
         return out
     from scipy.linalg import cho_factor, cho_solve
 
@@ -316,14 +316,15 @@ class Bench:
         thread count, timed (best of two runs), and how far its residuals are from the solution's
         own ``q − Dᵀx``."""
         Dn = np.ascontiguousarray(self.D.cpu().numpy())
-        supports = [idx for idx, _ in sol.lists()]
+        lists = sol.lists()
+        supports = [idx for idx, _ in lists]
         best, R = math.inf, []
         for _ in range(2):
             R, t = timed(lambda: support_solve(Dn, self.Qn[:nq], supports, l1, l2, torch.get_num_threads()),
                          torch.device("cpu"))
             best = min(best, t)
         gap = 0.0
-        for q, (idx, val), r in zip(self.Qn[:nq].astype(np.float64), sol.lists(), R):
+        for q, (idx, val), r in zip(self.Qn[:nq].astype(np.float64), lists, R):
             own = q - val.astype(np.float64) @ Dn[idx].astype(np.float64)
             gap = max(gap, float(np.abs(own - r).max()))
         return best, gap
