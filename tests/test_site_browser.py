@@ -227,6 +227,8 @@ def test_site_in_browser(real_site, browser_page, screenshot_log) -> None:
     assert page.locator("[data-mark='violating']").count() > 0
     if len(qids) > per_page:  # the next page draws the next queries
         page.click("nav#pager a[data-page='2']")
+        # the page is drawn on the hashchange event, which fires after the click returns
+        page.wait_for_selector("main#queries[data-page='2']")
         shown = page.eval_on_selector_all("article.query", "as => as.map(a => a.dataset.qid)")
         assert shown == qids[per_page:2 * per_page] and page.url.endswith("#page-2")
     _shoot(page, "drilldown.png", screenshot_log)
