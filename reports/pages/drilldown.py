@@ -216,8 +216,20 @@ def view(store: Store, content: Content, rec: ResultRecord, b: BenchmarkComparis
         "total": total, "n_shown": len(shown), "capped": total > len(shown), "cap": DRILLDOWN_QUERIES,
         "depth": DRILLDOWN_DEPTH, "per_page": PER_PAGE, "content_file": content_file,
         "counts": [{"mark": k, "text": MARK_TEXT[k], "n": v} for k, v in counts.items() if v],
+        "counters": ledger_counters(rec),
     }
     return page, data
+
+
+def ledger_counters(rec: ResultRecord) -> list[dict[str, Any]]:
+    """The method's own counts in the result's ledger (``extra["counters"]``, e.g. how many of NS-IR's
+    logic forms fell back to the text itself, or how many DEO decompositions fell back to the query),
+    by name; a value that is not a whole number is left out, never printed as one."""
+    raw = rec.extra.get("counters") if isinstance(rec.extra, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return []
+    return [{"name": str(k), "n": v} for k, v in sorted(raw.items(), key=lambda kv: str(kv[0]))
+            if isinstance(v, int) and not isinstance(v, bool)]
 
 
 def render(site: Site) -> None:
