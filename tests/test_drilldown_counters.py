@@ -5,52 +5,16 @@ text, and a value that is not a whole number is never printed as a count."""
 
 from __future__ import annotations
 
-import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 from harness.store.results import BenchmarkInfo, MeasureValue
 from harness.types import Document, Query
 from reports import render_site
+from tests.dom import parse
 from tests.factories import make_record, make_store
 
 QIDS = ["q1", "q2"]
 CRAFTED = "<img src=x onerror=alert(1)>"
-
-
-class _Counters(HTMLParser):
-    """The ``(name, value)`` pairs of ``p.counters``: each ``code`` then its ``span[data-counter]``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.depth = 0  # > 0 inside p.counters
-        self.tag = ""
-        self.names: list[str] = []
-        self.values: list[tuple[str, str]] = []
-        self.imgs = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if tag == "img":
-            self.imgs += 1
-        if tag == "p" and "counters" in (a.get("class") or "").split():
-            self.depth = 1
-        elif self.depth:
-            self.tag = tag
-            if tag == "span":
-                self.values.append((a.get("data-counter") or "", ""))
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "p":
-            self.depth = 0
-        self.tag = ""
-
-    def handle_data(self, data: str) -> None:
-        if self.depth and self.tag == "code":
-            self.names.append(data)
-        elif self.depth and self.tag == "span":
-            name, _ = self.values[-1]
-            self.values[-1] = (name, data)
 
 
 def _page(tmp: Path, extra: dict) -> str:
@@ -69,17 +33,17 @@ def _page(tmp: Path, extra: dict) -> str:
 def test_the_drilldown_prints_the_ledger_counts_as_plain_text(tmp_path: Path) -> None:
     html = _page(tmp_path, {"counters": {"nsir.logic.fallback": 1271, "nsir.candidates": 1980, CRAFTED: 3,
                                          "half": 0.5, "flag": True}})
-    p = _Counters()
-    p.feed(html)
+    dom = parse(html)
+    line = dom.find("p", "counters")
     # by name; the float and the bool are left out, never printed as counts
-    assert p.names == [CRAFTED, "nsir.candidates", "nsir.logic.fallback"]
-    assert p.values == [(CRAFTED, "3"), ("nsir.candidates", "1,980"), ("nsir.logic.fallback", "1,271")]
-    assert p.imgs == 0 and "&lt;img src=x onerror=alert(1)&gt;" in html
-    line = re.search(r'<p class="note counters">(.*?)</p>', html, flags=re.S)
-    assert line is not None and "half" not in line.group(1) and "flag" not in line.group(1)
+    assert [c.text() for c in line.iter("code")] == [CRAFTED, "nsir.candidates", "nsir.logic.fallback"]
+    assert [(s.attrs["data-counter"], s.text()) for s in line.iter("span")] == \
+        [(CRAFTED, "3"), ("nsir.candidates", "1,980"), ("nsir.logic.fallback", "1,271")]
+    assert not list(dom.iter("img")) and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "half" not in line.text() and "flag" not in line.text()
 
 
 def test_a_result_without_counts_has_no_such_line(tmp_path: Path) -> None:
     for extra, name in (({}, "none"), ({"counters": "not a mapping"}, "bad")):
         html = _page(tmp_path / name, extra)
-        assert 'class="note counters"' not in html
+        assert not list(parse(html).iter("p", "counters"))
